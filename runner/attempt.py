@@ -1,0 +1,288 @@
+"""One attempt: fresh workspace → agent in a sandbox under a hard budget → grading → record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import re
+import shutil
+import subprocess
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner import __version__
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+from runner.grading import InvalidSubmission, grade_submission, load_answers
+from runner.instructions import instructions_sha256, render_instructions
+from runner.prepare import PUBLIC_FILES, PreparedTask
+from runner.records import RECORD_FILE, WORKSPACE_DIR, RunRecord, read_record, write_record
+from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, SandboxResult
+from runner.specs import AgentSpec, TaskSpec
+
+GIB = 1024**3
+LOCAL_SCORE = re.compile(r"^\s*local_validation_score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    """Who does what under which budget: one (agent, task, budget, attempt index)."""
+
+    agent: AgentSpec
+    task: TaskSpec
+    budget_seconds: int
+    attempt_index: int
+    instruction_profile: str = "standard"
+    suite_id: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return make_run_id(self.agent.id, self.task.id, self.budget_seconds, self.instruction_profile,
+                           self.attempt_index)
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """What the harness brings to an attempt: prepared data, where runs go, how to sandbox."""
+
+    prepared: PreparedTask
+    runs_dir: Path
+    sandbox: Sandbox
+    agent_code_dir: Path | None
+    task_spec_sha256: str
+    allow_unsafe: bool = False
+    cpuset: str | None = None
+
+
+def make_run_id(agent_id: str, task_id: str, budget: int, profile: str, attempt_index: int) -> str:
+    """Deterministic, so re-running a suite finds the attempts it already has."""
+    return f"{agent_id}__{task_id}__{budget}s__{profile}__a{attempt_index:02d}"
+
+
+def derive_seed(run_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def existing_record(runs_dir: Path, run_id: str) -> RunRecord | None:
+    path = runs_dir / run_id / RECORD_FILE
+    return read_record(path) if path.is_file() else None
+
+
+def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
+    """Run one attempt and write its record. Returns the existing record if there is one.
+
+    Never raises for anything the agent does; a fault of the harness becomes a record with
+    status ``harness_error`` (unless even the record cannot be written).
+    """
+    previous = existing_record(ctx.runs_dir, plan.run_id)
+    if previous is not None:
+        return previous
+    if not ctx.sandbox.isolated and not plan.agent.trusted and not ctx.allow_unsafe:
+        raise TmlbenchError(
+            f"agent {plan.agent.id} is not a trusted built-in and the {ctx.sandbox.name!r} backend does "
+            "not isolate it; use --backend bwrap (or docker), or pass --unsafe-no-isolation to accept the risk"
+        )
+    run_dir = ctx.runs_dir / plan.run_id
+    if run_dir.exists():  # left over by a harness that died mid-attempt: start it again cleanly
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    created_at = _now()
+    base = _record_base(plan, ctx, created_at)
+    try:
+        outcome = _execute(plan, ctx, run_dir)
+    except Exception as exc:  # a harness fault is recorded, never blamed on the agent
+        (run_dir / "harness_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        outcome = {"status": "harness_error", "error_message": f"{type(exc).__name__}: {exc}"}
+    record = RunRecord(**base, **outcome, finished_at=_now())
+    write_record(run_dir, record)
+    return record
+
+
+def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path) -> dict:
+    workspace = run_dir / WORKSPACE_DIR
+    instructions = _make_workspace(plan, ctx.prepared, workspace)
+    agent_dir = ctx.agent_code_dir or _empty_dir(run_dir / ".agent")
+    paths = ctx.sandbox.paths(workspace, agent_dir)
+    seed = derive_seed(plan.run_id)
+    fields = {
+        "python": paths.python,
+        "agent_dir": paths.agent_dir,
+        "workspace": paths.workspace,
+        "budget": str(plan.budget_seconds),
+        "seed": str(seed),
+        "instructions": f"{paths.workspace}/INSTRUCTIONS.md",
+    }
+    command = [part.format(**fields) for part in plan.agent.command]
+    limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
+    request = SandboxRequest(
+        command=command,
+        workspace=workspace,
+        agent_dir=agent_dir,
+        env=_agent_env(paths.workspace, paths.python, plan, seed),
+        limits=limits,
+        stdout_path=run_dir / "stdout.log",
+        stderr_path=run_dir / "stderr.log",
+    )
+    result = ctx.sandbox.run(request)
+    outcome = _judge(plan, ctx, workspace, result)
+    outcome.update(
+        instructions_sha256=instructions_sha256(instructions),
+        wall_seconds=result.wall_seconds,
+        cpu_seconds=result.cpu_seconds,
+        peak_memory_bytes=result.peak_memory_bytes,
+        exit_code=result.exit_code,
+        limit_exceeded=result.limit_exceeded,
+        local_validation_score=_local_score(request.stdout_path),
+        stdout_path="stdout.log",
+        stderr_path="stderr.log",
+    )
+    _drop_inputs(workspace)
+    return outcome
+
+
+def _judge(plan: AttemptPlan, ctx: AttemptContext, workspace: Path, result: SandboxResult) -> dict:
+    """Exactly one status per attempt, decided from what the sandbox and the grader saw."""
+    submission = workspace / plan.task.submission.file
+    present = submission.exists() or submission.is_symlink()
+    relpath = f"{WORKSPACE_DIR}/{plan.task.submission.file}" if present else None
+    if result.timed_out:
+        return {"status": "timeout", "submission_path": relpath,
+                "error_message": f"budget of {plan.budget_seconds} s ran out"}
+    if result.limit_exceeded:
+        return {"status": "runtime_error", "submission_path": relpath,
+                "error_message": f"the attempt broke its {result.limit_exceeded} cap"}
+    if not present:
+        if result.exit_code == 0:
+            return {"status": "no_submission", "error_message": "the agent exited without a submission"}
+        return {"status": "runtime_error", "error_message": f"the agent exited with code {result.exit_code} "
+                "and left no submission"}
+    try:
+        graded = grade_submission(submission, plan.task, load_answers(ctx.prepared.answers_path, plan.task))
+    except InvalidSubmission as exc:
+        return {"status": "invalid_submission", "submission_path": relpath,
+                "validation_code": exc.code, "validation_message": exc.message}
+    return {"status": "success", "score": graded.score, "score_hib": graded.score_hib,
+            "submission_path": relpath}
+
+
+def _make_workspace(plan: AttemptPlan, prepared: PreparedTask, workspace: Path) -> str:
+    if not prepared.exists():
+        raise TmlbenchError(
+            f"task {plan.task.id} is not prepared ({prepared.root}); run: tmlbench tasks prepare {plan.task.id}"
+        )
+    workspace.mkdir(parents=True)
+    for name in (*PUBLIC_FILES, "manifest.json"):
+        shutil.copyfile(prepared.public / name, workspace / name)
+    text = render_instructions(plan.task, plan.budget_seconds, plan.instruction_profile, prepared.manifest())
+    (workspace / "INSTRUCTIONS.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def _drop_inputs(workspace: Path) -> None:
+    """Remove the copied public inputs (identical to public/): keeps what the agent made, saves disk."""
+    for name in ("train.csv", "test.csv"):
+        path = workspace / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+
+
+def _limits(agent: AgentSpec, budget_seconds: int, cpuset: str | None) -> SandboxLimits:
+    return SandboxLimits(
+        wall_seconds=float(budget_seconds),
+        memory_bytes=int(agent.limits.memory_gb * GIB),
+        pids=agent.limits.pids,
+        disk_bytes=int(agent.limits.disk_gb * GIB),
+        cpuset=cpuset,
+    )
+
+
+def _agent_env(workspace: str, python: str, plan: AttemptPlan, seed: int) -> dict[str, str]:
+    """The complete environment inside the sandbox: nothing of the host's."""
+    threads = str(plan.agent.limits.cpus)
+    return {
+        "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": workspace,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLCONFIGDIR": "/tmp",
+        "OMP_NUM_THREADS": threads,
+        "OPENBLAS_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "TMLBENCH_WORKSPACE": workspace,
+        "TMLBENCH_BUDGET_SECONDS": str(plan.budget_seconds),
+        "TMLBENCH_SEED": str(seed),
+        "TMLBENCH_TASK_ID": plan.task.id,
+    }
+
+
+def _local_score(stdout_path: Path) -> float | None:
+    """The last ``local_validation_score: X`` line the agent printed, if any."""
+    if not stdout_path.is_file():
+        return None
+    score = None
+    with stdout_path.open("r", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            match = LOCAL_SCORE.match(line)
+            if match:
+                score = float(match.group(1))
+    return score
+
+
+def _record_base(plan: AttemptPlan, ctx: AttemptContext, created_at: dt.datetime) -> dict:
+    limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
+    manifest_sha = ctx.prepared.manifest_sha256() if ctx.prepared.manifest_path.is_file() else None
+    return {
+        "run_id": plan.run_id,
+        "created_at": created_at,
+        "suite_id": plan.suite_id,
+        "agent_id": plan.agent.id,
+        "agent_kind": plan.agent.kind,
+        "harness": plan.agent.harness,
+        "harness_version": plan.agent.harness_version,
+        "provider": plan.agent.model.provider,
+        "model_id": plan.agent.model.model_id,
+        "task_id": plan.task.id,
+        "metric_name": plan.task.metric.name,
+        "metric_direction": plan.task.metric.direction,
+        "budget_seconds": plan.budget_seconds,
+        "instruction_profile": plan.instruction_profile,
+        "attempt_index": plan.attempt_index,
+        "seed": derive_seed(plan.run_id),
+        "sandbox_backend": ctx.sandbox.name,
+        "sandbox_isolated": ctx.sandbox.isolated,
+        "sandbox_unsafe": not ctx.sandbox.isolated and not plan.agent.trusted,
+        "cpuset": ctx.cpuset,
+        "memory_limit_bytes": limits.memory_bytes,
+        "pids_limit": limits.pids,
+        "disk_limit_bytes": limits.disk_bytes,
+        "task_spec_sha256": ctx.task_spec_sha256,
+        "public_manifest_sha256": manifest_sha,
+        "tmlbench_version": __version__,
+        "git_sha": git_sha(),
+    }
+
+
+def _empty_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@functools.cache
+def git_sha() -> str | None:
+    """The repository's commit, looked up once per process (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,0 +1,220 @@
+"""The ``tmlbench`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from runner import __version__
+from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.bench import SuiteLayout, run_suite
+from runner.config import Paths
+from runner.errors import TmlbenchError
+from runner.leaderboard import compute_leaderboard
+from runner.prepare import prepare_from_download, prepare_twin, prepared_task
+from runner.records import load_records
+from runner.registry import (
+    agent_code_dir,
+    list_agents,
+    list_tasks,
+    load_agent,
+    load_suite,
+    load_task,
+    task_spec_sha256,
+)
+from runner.render import render_leaderboard
+from runner.sandbox import get_sandbox
+
+# Piped output (CI logs, `make run | tee`) gets a wide fixed width instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 150)
+BACKENDS = click.Choice(["bwrap", "process"])
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tmlbench")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """tmlbench: how well and how reliably do data-science agents solve tabular tasks?"""
+    ctx.obj = Paths.from_env()
+
+
+@cli.group()
+def tasks() -> None:
+    """The task suite: list tasks, prepare their data."""
+
+
+@tasks.command("list")
+@click.pass_obj
+def tasks_list(paths: Paths) -> None:
+    """List the tasks and whether their data is prepared."""
+    table = Table("task", "type", "metric", "full rows", "kaggle competition", "prepared")
+    for task in list_tasks(paths.tasks_dir):
+        prepared = prepared_task(paths.data_dir, task.id)
+        table.add_row(
+            task.id,
+            task.task_type,
+            f"{task.metric.name} ({task.metric.direction})",
+            f"{task.source.twin.default_rows:,}" if task.source.twin else "-",
+            task.source.kaggle.competition if task.source.kaggle else "-",
+            _prepared_label(prepared),
+        )
+    console.print(table)
+
+
+@tasks.command("prepare")
+@click.argument("task_ids", nargs=-1)
+@click.option("--all", "all_tasks", is_flag=True, help="Prepare every task.")
+@click.option("--from", "download", type=click.Path(exists=True, path_type=Path),
+              help="The competition's Kaggle download (zip or folder) instead of the offline twin.")
+@click.option("--rows", type=click.IntRange(min=50), help="Twin size (default: the competition's size).")
+@click.option("--seed", type=int, help="Twin generator seed (default: the task's).")
+@click.pass_obj
+def tasks_prepare(paths: Paths, task_ids: tuple[str, ...], all_tasks: bool, download: Path | None,
+                  rows: int | None, seed: int | None) -> None:
+    """Prepare TASK_IDS: public files for agents, private answers for grading."""
+    if all_tasks:
+        task_ids = tuple(t.id for t in list_tasks(paths.tasks_dir))
+    if not task_ids:
+        raise TmlbenchError("name at least one task (see: tmlbench tasks list) or pass --all")
+    if download and len(task_ids) != 1:
+        raise TmlbenchError("--from prepares one task at a time: name exactly one task")
+    for task_id in task_ids:
+        task = load_task(paths.tasks_dir, task_id)
+        with console.status(f"preparing {task_id}"):
+            if download:
+                prepared = prepare_from_download(task, paths.tasks_dir, paths.data_dir, download)
+            else:
+                prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=rows, seed=seed)
+        console.print(f"[green]prepared[/] {task_id} → {prepared.root} ({_prepared_label(prepared)})")
+
+
+def _prepared_label(prepared) -> str:
+    if not prepared.exists():
+        return "no"
+    meta = prepared.private_meta()
+    files = prepared.manifest()["files"]
+    label = f"{meta['source']['kind']}, {files['train.csv']['rows']:,} train / {files['test.csv']['rows']:,} test"
+    if "bayes_optimal_score" in meta:
+        label += f", bayes {meta['bayes_optimal_score']:.4f}"
+    return label
+
+
+@cli.group()
+def agents() -> None:
+    """The agents that can be benchmarked."""
+
+
+@agents.command("list")
+@click.pass_obj
+def agents_list(paths: Paths) -> None:
+    """List the agent specs."""
+    table = Table("agent", "kind", "title", "harness", "model", "cpus", "memory")
+    for agent in list_agents(paths.agents_dir):
+        model = "/".join(x for x in (agent.model.provider, agent.model.model_id) if x) or "-"
+        table.add_row(agent.id, agent.kind, agent.title, f"{agent.harness} {agent.harness_version}", model,
+                      str(agent.limits.cpus), f"{agent.limits.memory_gb:g} GB")
+    console.print(table)
+
+
+@cli.command("run")
+@click.option("--agent", "agent_id", required=True, help="Agent id (see: tmlbench agents list).")
+@click.option("--task", "task_id", required=True, help="Task id (see: tmlbench tasks list).")
+@click.option("--budget", type=click.IntRange(min=1), required=True, help="Wall-clock budget in seconds.")
+@click.option("--attempt", "attempt_index", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--profile", default="standard", show_default=True, help="Instruction profile.")
+@click.option("--backend", type=BACKENDS, default="bwrap", show_default=True)
+@click.option("--unsafe-no-isolation", is_flag=True, help="Allow an untrusted agent on the process backend.")
+@click.pass_obj
+def run_cmd(paths: Paths, agent_id: str, task_id: str, budget: int, attempt_index: int, profile: str,
+            backend: str, unsafe_no_isolation: bool) -> None:
+    """Run one attempt and print its record."""
+    agent = load_agent(paths.agents_dir, agent_id)
+    task = load_task(paths.tasks_dir, task_id)
+    prepared = prepared_task(paths.data_dir, task_id)
+    if not prepared.exists():
+        raise TmlbenchError(f"task {task_id} is not prepared; run: tmlbench tasks prepare {task_id}")
+    plan = AttemptPlan(agent, task, budget, attempt_index, profile)
+    ctx = AttemptContext(
+        prepared=prepared,
+        runs_dir=paths.runs_dir,
+        sandbox=get_sandbox(backend),
+        agent_code_dir=agent_code_dir(paths.agents_dir, agent),
+        task_spec_sha256=task_spec_sha256(paths.tasks_dir, task_id),
+        allow_unsafe=unsafe_no_isolation,
+    )
+    with console.status(f"{plan.run_id}: running (budget {budget} s)"):
+        record = run_attempt(plan, ctx)
+    console.print_json(record.model_dump_json())
+    console.print(f"record: {paths.runs_dir / record.run_id / 'record.json'}")
+
+
+@cli.command("bench")
+@click.option("--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml).")
+@click.option("--backend", type=BACKENDS, default="bwrap", show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), help="Attempts at once (default: one per free CPU share).")
+@click.option("--unsafe-no-isolation", is_flag=True, help="Allow untrusted agents on the process backend.")
+@click.pass_obj
+def bench_cmd(paths: Paths, suite_id: str, backend: str, concurrency: int | None, unsafe_no_isolation: bool) -> None:
+    """Run every attempt of a suite that is not recorded yet, then print the leaderboard."""
+    suite = load_suite(paths.suites_dir, suite_id)
+    sandbox = get_sandbox(backend)
+    total = len(suite.agents) * len(suite.tasks) * len(suite.budgets) * suite.attempts
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[last]}"))
+    with Progress(*columns, console=console) as progress:
+        prep = progress.add_task("preparing tasks", total=len(suite.tasks), last="")
+        bar = progress.add_task(f"{suite.id}: attempts", total=total, last="")
+
+        def on_prepared(task) -> None:
+            progress.advance(prep)
+
+        def on_done(record, was_new: bool) -> None:
+            note = f"{record.run_id} {record.status}" if was_new else "already recorded"
+            progress.update(bar, advance=1, last=note)
+
+        run_suite(suite, paths, lambda plan: sandbox, concurrency=concurrency,
+                  allow_unsafe=unsafe_no_isolation, on_prepared=on_prepared, on_done=on_done)
+    _print_leaderboard(suite_id, paths)
+
+
+@cli.command("leaderboard")
+@click.option("--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml).")
+@click.option("--min-successes", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Successes counted per setting (and needed for coverage).")
+@click.pass_obj
+def leaderboard_cmd(paths: Paths, suite_id: str, min_successes: int) -> None:
+    """Print the leaderboard computed from a suite's run records."""
+    _print_leaderboard(suite_id, paths, min_successes)
+
+
+def _print_leaderboard(suite_id: str, paths: Paths, n: int = 5) -> None:
+    suite = load_suite(paths.suites_dir, suite_id)
+    layout = SuiteLayout.of(suite, paths)
+    records = [r for r in load_records(layout.runs_dir) if r.suite_id == suite.id]
+    if not records:
+        raise TmlbenchError(f"no run records for suite {suite.id} in {layout.runs_dir}; run: tmlbench bench --suite {suite.id}")
+    settings = [(a, t, b) for a in suite.agents for t in suite.tasks for b in suite.budgets]
+    render_leaderboard(console, suite, compute_leaderboard(records, n, settings))
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("[red]aborted[/]")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except TmlbenchError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

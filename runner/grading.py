@@ -1,0 +1,708 @@
+"""Strict grading of an agent's submission against the private answers.
+
+The grader runs outside the sandbox and treats the submission file as untrusted data: it
+never follows a symlink, never opens a FIFO or device, reads at most a size cap of bytes,
+and turns every problem with the file into :class:`InvalidSubmission` with a stable reason
+code (see :data:`REASON_CODES`) and a message a person understands. Problems with the
+*answers* or the task spec are the harness's fault and raise ``HarnessError``/``SpecError``
+instead, so they are never blamed on the agent.
+
+Checks, in order (the first failure is reported):
+
+``missing_file`` → ``not_regular_file`` → ``too_large`` → ``unreadable_csv`` →
+``missing_id_column`` → ``wrong_columns`` → ``wrong_row_count`` → ``missing_ids`` →
+``duplicate_ids`` → ``id_mismatch`` → ``non_numeric_predictions`` → ``missing_predictions``
+→ ``non_finite_predictions`` → ``out_of_range_predictions``; anything unexpected becomes
+``invalid``.
+
+Tolerated on purpose: a UTF-8 byte-order mark, CRLF line ends, blank lines, quoted fields,
+any column order, surrounding whitespace in header names, ids and predictions (it is
+stripped), and (when every test id is a canonical integer) ids written as integral
+numbers such as ``12.0``, ``+12`` or ``012``.
+
+The file is parsed with pyarrow's CSV reader with every column read as text, so nothing is
+silently coerced; predictions are then converted with a strict text-to-float cast.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from runner.errors import HarnessError
+from runner.metrics import Metric, check_task_metric
+from runner.specs import TaskSpec
+
+REASON_CODES: tuple[str, ...] = (
+    "missing_file",
+    "not_regular_file",
+    "too_large",
+    "unreadable_csv",
+    "missing_id_column",
+    "wrong_columns",
+    "wrong_row_count",
+    "missing_ids",
+    "duplicate_ids",
+    "id_mismatch",
+    "non_numeric_predictions",
+    "missing_predictions",
+    "non_finite_predictions",
+    "out_of_range_predictions",
+    "invalid",
+)
+
+MIN_MAX_BYTES = 64 * 1024 * 1024
+BYTES_PER_ROW = 200
+MAX_COLUMNS = 1000
+# Arrow buffers come from the system allocator: freed memory goes back to the OS (and to
+# numpy) at once instead of staying in a private pool, which keeps the grader's peak RSS low.
+_POOL = pa.system_memory_pool()
+
+_CANONICAL_INT = r"^-?(0|[1-9][0-9]*)$"
+_INT_TEXT = r"^[+-]?[0-9]+$"
+_FLOAT_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_NON_FINITE_TEXT = r"^[+-]?(nan|inf|infinity)$"
+_EDGE_SPACE = r"^\s|\s$"
+_NOT_NEWLINE = re.compile(rb"[^\r\n]")
+# Tokens people (and pandas' to_csv) write for "no value": treated as missing predictions.
+_NA_TOKENS = ("", "NA", "N/A", "n/a", "<NA>", "#N/A", "null", "NULL", "None", "none")
+_EXACT_INT_LIMIT = 2**53
+
+
+class InvalidSubmission(Exception):
+    """The submission cannot be graded; ``code`` is a stable reason, ``message`` explains it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """Score of a valid submission: raw metric value and its higher-is-better form."""
+
+    score: float
+    score_hib: float
+    n_rows: int
+    metric: str
+
+
+def default_max_bytes(n_rows: int) -> int:
+    """Size cap for a submission of ``n_rows`` rows: max(64 MiB, 200 bytes per row)."""
+    return max(MIN_MAX_BYTES, BYTES_PER_ROW * int(n_rows))
+
+
+# ---------------------------------------------------------------------------------------------
+# answers (trusted; problems are harness errors)
+
+
+@dataclass(frozen=True)
+class _Answers:
+    n: int
+    ids: pa.Array  # text, in answers order
+    int_index: pd.Index | None  # int64 ids when every id is a canonical integer
+    target: np.ndarray  # float64
+
+
+def load_answers(path: str | os.PathLike[str], task: TaskSpec) -> pd.DataFrame:
+    """Read the private answers CSV: the id column as text, the target column as float64."""
+    path = Path(path)
+    id_col, target_col = task.id_column, task.target_column
+    try:
+        table = pacsv.read_csv(
+            path,
+            convert_options=pacsv.ConvertOptions(
+                column_types={id_col: pa.string(), target_col: pa.float64()},
+                include_columns=[id_col, target_col],
+                strings_can_be_null=False,
+            ),
+            memory_pool=_POOL,
+        )
+    except FileNotFoundError as exc:
+        raise HarnessError(f"answers for task {task.id!r} not found at {path}") from exc
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise HarnessError(
+            f"answers file {path} for task {task.id!r} cannot be read as a CSV with columns "
+            f"{id_col!r} and {target_col!r}: {exc}"
+        ) from exc
+    df = table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get)
+    _prepare_answers(df, task)  # fail early (and as a harness error) on broken answers
+    _release_arrow_memory()
+    return df
+
+
+def _prepare_answers(answers: pd.DataFrame, task: TaskSpec) -> _Answers:
+    id_col, target_col = task.id_column, task.target_column
+    missing = [c for c in (id_col, target_col) if c not in answers.columns]
+    if missing:
+        raise HarnessError(
+            f"answers for task {task.id!r} lack column(s) {missing}; "
+            f"they have {list(answers.columns)}"
+        )
+    n = len(answers)
+    if n == 0:
+        raise HarnessError(f"answers for task {task.id!r} have no rows")
+
+    raw_ids = answers[id_col]
+    if not (
+        isinstance(raw_ids.dtype, pd.StringDtype)
+        or (
+            isinstance(raw_ids.dtype, pd.ArrowDtype)
+            and pa.types.is_string(raw_ids.dtype.pyarrow_dtype)
+        )
+    ):
+        raw_ids = raw_ids.astype(str)
+    ids = pa.array(raw_ids, type=pa.string(), from_pandas=True)
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    if ids.null_count or pc.any(pc.equal(ids, "")).as_py():
+        raise HarnessError(f"answers for task {task.id!r} have missing ids")
+
+    int_index: pd.Index | None = None
+    if pc.all(pc.match_substring_regex(ids, _CANONICAL_INT)).as_py():
+        try:
+            int_index = pd.Index(pc.cast(ids, pa.int64()).to_numpy(), dtype=np.int64)
+        except pa.ArrowInvalid:  # beyond int64: compare as text
+            int_index = None
+    unique = int_index.is_unique if int_index is not None else pc.count_distinct(ids).as_py() == n
+    if not unique:
+        raise HarnessError(f"answers for task {task.id!r} have duplicate ids")
+
+    try:
+        target = pd.to_numeric(answers[target_col], errors="raise").to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+    except (ValueError, TypeError) as exc:
+        raise HarnessError(
+            f"answers for task {task.id!r}: target column is not numeric: {exc}"
+        ) from exc
+    if not np.isfinite(target).all():
+        raise HarnessError(
+            f"answers for task {task.id!r}: target column has missing or infinite values"
+        )
+    return _Answers(n=n, ids=ids, int_index=int_index, target=target)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+
+def validate_submission(
+    path: str | os.PathLike[str],
+    task: TaskSpec,
+    answers: pd.DataFrame,
+    *,
+    max_bytes: int | None = None,
+) -> pd.Series:
+    """Check the submission strictly; return its predictions aligned to the answers' rows.
+
+    The returned Series has the answers' index and the target column's name. Raises
+    :class:`InvalidSubmission` for any problem with the file, ``HarnessError``/``SpecError``
+    for problems with the answers or the task.
+    """
+    metric = check_task_metric(task)
+    ans = _prepare_answers(answers, task)
+    preds = _validate_guarded(Path(path), task, metric, ans, max_bytes)
+    return pd.Series(preds, index=answers.index, name=task.target_column)
+
+
+def grade_submission(
+    path: str | os.PathLike[str],
+    task: TaskSpec,
+    answers: pd.DataFrame,
+    *,
+    max_bytes: int | None = None,
+) -> GradeResult:
+    """Validate the submission, then score it with the task's metric against the answers."""
+    metric = check_task_metric(task)
+    ans = _prepare_answers(answers, task)
+    preds = _validate_guarded(Path(path), task, metric, ans, max_bytes)
+    try:
+        score = metric.score(ans.target, preds)
+    except Exception as exc:  # predictions are validated, so this is the answers' fault
+        raise HarnessError(f"task {task.id!r}: scoring with {metric.name!r} failed: {exc}") from exc
+    if not np.isfinite(score):
+        raise HarnessError(
+            f"task {task.id!r}: metric {metric.name!r} gave a non-finite score {score}"
+        )
+    return GradeResult(
+        score=score, score_hib=metric.higher_is_better(score), n_rows=ans.n, metric=metric.name
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _validate_guarded(
+    path: Path, task: TaskSpec, metric: Metric, ans: _Answers, max_bytes: int | None
+) -> np.ndarray:
+    validator = _Validator(path, task, metric, ans, max_bytes)
+    try:
+        return validator.run()
+    except InvalidSubmission:
+        raise
+    except MemoryError:
+        raise validator.fail(
+            "invalid", "The submission could not be validated: reading it needs too much memory."
+        ) from None
+    except Exception as exc:  # an agent-controlled file must never crash the harness
+        raise validator.fail(
+            "invalid",
+            f"The submission could not be validated "
+            f"({type(exc).__name__}: {_clip(str(exc), 200)}).",
+        ) from exc
+    finally:
+        _release_arrow_memory()
+
+
+def _release_arrow_memory() -> None:
+    """Hand memory freed by Arrow's allocator back to the OS (keeps the peak RSS of scoring low)."""
+    with contextlib.suppress(Exception):  # best effort only
+        pa.default_memory_pool().release_unused()
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _show(value: object) -> str:
+    return repr(_clip(str(value))) if isinstance(value, str) else repr(value)
+
+
+def _examples(values: list[object], total: int) -> str:
+    shown = ", ".join(_show(v) for v in values)
+    return shown + (", …" if total > len(values) else "")
+
+
+class _Validator:
+    def __init__(
+        self, path: Path, task: TaskSpec, metric: Metric, ans: _Answers, max_bytes: int | None
+    ) -> None:
+        self.path = path
+        self.task = task
+        self.metric = metric
+        self.ans = ans
+        self.max_bytes = default_max_bytes(ans.n) if max_bytes is None else int(max_bytes)
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def fail(self, code: str, problem: str) -> InvalidSubmission:
+        cols = ",".join(self.task.submission.columns)
+        value = (
+            "a probability between 0 and 1"
+            if self.metric.needs_probabilities
+            else "a finite number"
+        )
+        expected = (
+            f"A valid submission is a UTF-8 CSV file with the header '{cols}' and exactly "
+            f"{self.ans.n:,} data rows, one per test id (each id once, any order), with "
+            f"{value} in '{self.task.target_column}'."
+        )
+        return InvalidSubmission(code, f"{problem} {expected}")
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def run(self) -> np.ndarray:
+        data = self.read_bytes()
+        table = self.parse(data)
+        del data
+        id_pos, target_pos = self.check_columns(table)
+        n_rows = table.num_rows - 1
+        if n_rows != self.ans.n:
+            self.raise_row_count(n_rows)
+        ids = _text(table.column(id_pos)).slice(1)
+        raw_preds = _text(table.column(target_pos)).slice(1)
+        del table
+        rows = self.match_ids(ids)
+        del ids
+        preds = self.predictions(raw_preds)
+        del raw_preds
+        aligned = np.empty(self.ans.n, dtype=np.float64)
+        aligned[rows] = preds
+        return aligned
+
+    def read_bytes(self) -> bytes:
+        path = self.path
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise self.fail("missing_file", f"No submission file was found at {path}.") from None
+        except OSError as exc:
+            raise self.fail(
+                "unreadable_csv", f"The submission at {path} cannot be inspected: {exc.strerror}."
+            ) from None
+        mode = st.st_mode
+        if stat.S_ISLNK(mode):
+            raise self.fail(
+                "not_regular_file",
+                f"The submission {path.name} is a symbolic link; only a regular file is accepted "
+                "(write the CSV itself, not a link to it).",
+            )
+        if not stat.S_ISREG(mode):
+            raise self.fail(
+                "not_regular_file",
+                f"The submission {path.name} is a {_file_kind(mode)}, not a regular file.",
+            )
+        if st.st_size > self.max_bytes:
+            raise self.too_large(st.st_size)
+
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        flags |= (
+            getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+        )
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):
+                raise self.fail(
+                    "not_regular_file",
+                    f"The submission {path.name} became a symbolic link while being read.",
+                ) from None
+            raise self.fail(
+                "unreadable_csv", f"The submission {path.name} cannot be opened: {exc.strerror}."
+            ) from None
+        try:
+            fst = os.fstat(fd)
+            if not stat.S_ISREG(fst.st_mode) or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+                raise self.fail(
+                    "not_regular_file", f"The submission {path.name} was replaced while being read."
+                )
+            chunks: list[bytes] = []
+            total = 0
+            while total <= self.max_bytes:
+                chunk = os.read(fd, self.max_bytes + 1 - total)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        finally:
+            os.close(fd)
+        if total > self.max_bytes:
+            raise self.too_large(total)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def too_large(self, size: int) -> InvalidSubmission:
+        return self.fail(
+            "too_large",
+            f"The submission is {size:,} bytes, more than the limit of {self.max_bytes:,} bytes "
+            f"for {self.ans.n:,} rows.",
+        )
+
+    def parse(self, data: bytes) -> pa.Table:
+        if not data or data.isspace():
+            raise self.fail("unreadable_csv", "The submission file is empty.")
+        if b"\x00" in data:
+            raise self.fail(
+                "unreadable_csv",
+                "The submission contains NUL bytes: it is binary data, not a CSV text file.",
+            )
+        if not data.isascii():
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise self.fail(
+                    "unreadable_csv",
+                    f"The submission is not UTF-8 text: invalid byte "
+                    f"0x{data[exc.start]:02x} at byte offset {exc.start:,}.",
+                ) from None
+        start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        view = memoryview(data)[start:]
+        first = _NOT_NEWLINE.search(data, start)
+        if first is None:
+            raise self.fail("unreadable_csv", "The submission has no header row.")
+        end = data.find(b"\n", first.start())
+        header_line = data[first.start() : None if end < 0 else end]
+        n_fields = header_line.count(b",") + 1
+        if n_fields > MAX_COLUMNS:
+            names = [
+                f.strip().strip('"') for f in header_line.decode("utf-8", "replace").split(",")
+            ]
+            if self.task.id_column not in names:
+                raise self.missing_id(names)
+            raise self.fail(
+                "wrong_columns",
+                f"The header has {n_fields:,} columns; expected exactly "
+                f"{len(self.task.submission.columns)}.",
+            )
+        try:
+            table = pacsv.read_csv(
+                pa.py_buffer(view),
+                read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=True),
+                parse_options=pacsv.ParseOptions(newlines_in_values=False),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={f"f{i}": pa.string() for i in range(n_fields)},
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+                memory_pool=_POOL,
+            )
+        except (pa.ArrowInvalid, pa.ArrowException) as exc:
+            msg = str(exc).removeprefix("CSV parse error: ")
+            raise self.fail(
+                "unreadable_csv", f"The submission cannot be parsed as CSV: {_clip(msg, 160)}."
+            ) from None
+        if table.num_rows == 0:
+            raise self.fail("unreadable_csv", "The submission has no header row.")
+        return table
+
+    def missing_id(self, names: list[str]) -> InvalidSubmission:
+        id_col = self.task.id_column
+        hint = [n for n in names if n.lower() == id_col.lower()]
+        extra = f" (found {_show(hint[0])}; column names are case-sensitive)" if hint else ""
+        return self.fail(
+            "missing_id_column",
+            f"The id column {id_col!r} is missing from the header{extra}; the header is "
+            f"{_show(','.join(names))}.",
+        )
+
+    def check_columns(self, table: pa.Table) -> tuple[int, int]:
+        names = [str(_text(col)[0].as_py()).strip() for col in table.columns]
+        expected = list(self.task.submission.columns)
+        if self.task.id_column not in names:
+            raise self.missing_id(names)
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        missing = [c for c in expected if c not in names]
+        extra = [n for n in names if n not in expected]
+        if missing or extra or duplicated:
+            parts = []
+            if missing:
+                parts.append(f"missing {', '.join(_show(c) for c in missing)}")
+            if extra:
+                parts.append(f"unexpected {', '.join(_show(c) for c in extra[:10])}")
+            if duplicated:
+                parts.append(f"repeated {', '.join(_show(c) for c in duplicated)}")
+            raise self.fail(
+                "wrong_columns",
+                f"The submission's columns are wrong: {'; '.join(parts)} (header was "
+                f"{_show(','.join(names))}).",
+            )
+        return names.index(self.task.id_column), names.index(self.task.target_column)
+
+    def raise_row_count(self, n_rows: int) -> None:
+        what = "fewer" if n_rows < self.ans.n else "more"
+        raise self.fail(
+            "wrong_row_count",
+            f"The submission has {n_rows:,} data rows, {what} than the {self.ans.n:,} test rows.",
+        )
+
+    def match_ids(self, ids: pa.ChunkedArray) -> np.ndarray:
+        """Row of the answers for each submitted row (all checks on ids happen here)."""
+        id_col = self.task.id_column
+        if pc.any(pc.match_substring_regex(ids, _EDGE_SPACE)).as_py():
+            ids = pc.utf8_trim_whitespace(ids)
+        blank = _np_bool(pc.equal(ids, ""))
+        if blank.any():
+            first = int(np.flatnonzero(blank)[0])
+            raise self.fail(
+                "missing_ids",
+                f"Empty {id_col!r} in {_n(int(blank.sum()), 'row')} "
+                f"(first at data row {first + 1:,}).",
+            )
+
+        if self.ans.int_index is not None:
+            keys, valid = _integer_keys(ids)
+            rows = np.full(len(keys), -1, dtype=np.int64)
+            if valid.all():
+                rows = self.ans.int_index.get_indexer(keys).astype(np.int64, copy=False)
+            else:
+                rows[valid] = self.ans.int_index.get_indexer(keys[valid])
+        else:
+            keys, valid = None, None
+            rows = _np_int(pc.fill_null(pc.index_in(ids, value_set=self.ans.ids), -1))
+
+        known = rows >= 0
+        counts = np.bincount(rows[known], minlength=self.ans.n)
+        if counts.max(initial=0) > 1:
+            dup_row = int(np.argmax(counts))
+            at = np.flatnonzero(rows == dup_row)
+            self.raise_duplicate(ids, at, int((counts > 1).sum()))
+        if not known.all():
+            unknown_at = np.flatnonzero(~known)
+            # duplicates among unknown ids are still duplicates (checked before id_mismatch)
+            if keys is not None and valid is not None:
+                canon = np.where(valid[unknown_at], keys[unknown_at].astype(str), "")
+                text = _np_str(ids.take(pa.array(unknown_at)))
+                unknown_keys = pd.Series(np.where(valid[unknown_at], canon, text))
+            else:
+                unknown_keys = pd.Series(_np_str(ids.take(pa.array(unknown_at))))
+            dups = unknown_keys.duplicated(keep=False).to_numpy()
+            if dups.any():
+                first_key = unknown_keys[dups].iloc[0]
+                at = unknown_at[(unknown_keys == first_key).to_numpy()]
+                n_dup = int(unknown_keys[dups].nunique())
+                self.raise_duplicate(ids, at, n_dup)
+            absent_at = np.flatnonzero(counts == 0)
+            unknown_ex = _np_str(ids.take(pa.array(unknown_at[:3]))).tolist()
+            absent_ex = self.ans.ids.take(pa.array(absent_at[:3])).to_pylist()
+            raise self.fail(
+                "id_mismatch",
+                f"The submitted {id_col!r} values do not match the test ids: "
+                f"{_n(len(unknown_at), 'submitted id')} not among the test ids "
+                f"(e.g. {_examples(unknown_ex, len(unknown_at))}) and "
+                f"{_n(len(absent_at), 'test id')} missing from the submission "
+                f"(e.g. {_examples(absent_ex, len(absent_at))}).",
+            )
+        return rows
+
+    def raise_duplicate(self, ids: pa.ChunkedArray, at: np.ndarray, n_dup: int) -> None:
+        value = ids[int(at[0])].as_py()
+        where = ", ".join(f"{int(r) + 1:,}" for r in at[:3])
+        raise self.fail(
+            "duplicate_ids",
+            f"Repeated {self.task.id_column!r} values ({_n(n_dup, 'distinct id')} repeated); "
+            f"e.g. {_show(value)} appears {len(at)} times "
+            f"(data rows {where}{', …' if len(at) > 3 else ''}).",
+        )
+
+    def predictions(self, raw: pa.ChunkedArray) -> np.ndarray:
+        col = self.task.target_column
+        try:
+            values = pc.cast(raw, pa.float64())
+        except pa.ArrowInvalid:
+            values = self.classify_bad_predictions(raw)
+        preds = _np_float(values)
+
+        finite = np.isfinite(preds)
+        if not finite.all():
+            bad = np.flatnonzero(~finite)
+            example = raw[int(bad[0])].as_py().strip()
+            raise self.fail(
+                "non_finite_predictions",
+                f"NaN or infinite values in {col!r} in {_n(len(bad), 'row')}; "
+                f"e.g. {_show(example)} at data row {int(bad[0]) + 1:,}.",
+            )
+        if self.metric.needs_probabilities:
+            out = (preds < 0.0) | (preds > 1.0)
+            if out.any():
+                bad = np.flatnonzero(out)
+                raise self.fail(
+                    "out_of_range_predictions",
+                    f"Values outside [0, 1] in {col!r} in {_n(len(bad), 'row')}, but metric "
+                    f"{self.metric.name!r} needs probabilities; "
+                    f"e.g. {float(preds[bad[0]])!r} at data row {int(bad[0]) + 1:,} "
+                    f"(range seen: {float(preds.min())!r} to {float(preds.max())!r}).",
+                )
+        return preds
+
+    def classify_bad_predictions(self, raw: pa.ChunkedArray) -> pa.ChunkedArray:
+        """Slow path, only when the strict cast failed: find which rule is broken and where."""
+        col = self.task.target_column
+        text = pc.utf8_trim_whitespace(raw)
+        numeric = _np_bool(pc.match_substring_regex(text, _FLOAT_TEXT))
+        numeric |= _np_bool(pc.match_substring_regex(text, _NON_FINITE_TEXT, ignore_case=True))
+        missing = _np_bool(pc.is_in(text, value_set=pa.array(_NA_TOKENS)))
+        bad = ~numeric & ~missing
+        if bad.any():
+            at = np.flatnonzero(bad)
+            example = text[int(at[0])].as_py()
+            raise self.fail(
+                "non_numeric_predictions",
+                f"Values that are not numbers in {col!r} in {_n(len(at), 'row')}; "
+                f"e.g. {_show(example)} at data row {int(at[0]) + 1:,}.",
+            )
+        if missing.any():
+            at = np.flatnonzero(missing)
+            raise self.fail(
+                "missing_predictions",
+                f"No value in {col!r} in {_n(len(at), 'row')} "
+                f"(first at data row {int(at[0]) + 1:,}).",
+            )
+        try:
+            return pc.cast(text, pa.float64())
+        except pa.ArrowInvalid as exc:
+            raise self.fail(
+                "non_numeric_predictions",
+                f"Some values in {col!r} are not numbers: {_clip(str(exc), 120)}.",
+            ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "special file"
+
+
+def _text(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+
+
+def _np_bool(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _np_int(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _np_float(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _np_str(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _integer_keys(ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """int64 value of each id written as an integral number, and a mask of those that are."""
+    n = len(ids)
+    if pc.all(pc.match_substring_regex(ids, _CANONICAL_INT)).as_py():
+        try:
+            return _np_int(pc.cast(ids, pa.int64())), np.ones(n, dtype=bool)
+        except pa.ArrowInvalid:
+            pass  # out of int64 range: handled value by value below
+    keys = np.zeros(n, dtype=np.int64)
+    valid = np.zeros(n, dtype=bool)
+    is_int = _np_bool(pc.match_substring_regex(ids, _INT_TEXT))
+    if is_int.any():
+        at = np.flatnonzero(is_int)
+        text = pc.replace_substring_regex(ids.take(pa.array(at)), r"^\+", "")
+        try:
+            keys[at] = _np_int(pc.cast(text, pa.int64()))
+            valid[at] = True
+        except pa.ArrowInvalid:
+            for i, v in zip(at, text.to_pylist(), strict=True):
+                k = int(v)
+                if -(2**63) <= k < 2**63:
+                    keys[i], valid[i] = k, True
+    is_float = _np_bool(pc.match_substring_regex(ids, _FLOAT_TEXT)) & ~is_int
+    if is_float.any():
+        at = np.flatnonzero(is_float)
+        vals = _np_float(pc.cast(ids.take(pa.array(at)), pa.float64()))
+        ok = np.isfinite(vals) & (np.abs(vals) <= _EXACT_INT_LIMIT)
+        ok &= np.floor(np.where(ok, vals, 0.0)) == np.where(ok, vals, 0.0)
+        keys[at[ok]] = vals[ok].astype(np.int64)
+        valid[at[ok]] = True
+    return keys, valid

@@ -1,0 +1,139 @@
+"""The run record: one immutable JSON file per attempt, the unit everything downstream counts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.errors import TmlbenchError
+
+RECORD_SCHEMA_VERSION = 1
+RECORD_FILE = "record.json"
+WORKSPACE_DIR = "workspace"
+
+Status = Literal[
+    "success",
+    "invalid_submission",
+    "no_submission",
+    "timeout",
+    "runtime_error",
+    "provider_error",
+    "harness_error",
+]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+
+class RunRecord(BaseModel):
+    """Everything known about one attempt. Flat on purpose: one field, one warehouse column."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_id: str
+    created_at: dt.datetime = Field(description="UTC time the attempt started")
+    finished_at: dt.datetime | None = None
+    suite_id: str | None = None
+
+    agent_id: str
+    agent_kind: str
+    harness: str
+    harness_version: str
+    provider: str | None = None
+    model_id: str | None = None
+
+    task_id: str
+    metric_name: str
+    metric_direction: Literal["maximize", "minimize"]
+    budget_seconds: int
+    instruction_profile: str
+    attempt_index: int
+    seed: int
+
+    sandbox_backend: str
+    sandbox_isolated: bool
+    sandbox_unsafe: bool = Field(description="an untrusted agent ran without isolation (explicit flag)")
+    cpuset: str | None = None
+    memory_limit_bytes: int | None = None
+    pids_limit: int | None = None
+    disk_limit_bytes: int | None = None
+
+    status: Status
+    score: float | None = Field(default=None, description="raw metric value; only for success")
+    score_hib: float | None = Field(default=None, description="higher-is-better score; only for success")
+    validation_code: str | None = None
+    validation_message: str | None = None
+    error_message: str | None = None
+    local_validation_score: float | None = None
+
+    wall_seconds: float | None = None
+    cpu_seconds: float | None = None
+    peak_memory_bytes: int | None = None
+    exit_code: int | None = None
+    limit_exceeded: str | None = None
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+
+    task_spec_sha256: str
+    public_manifest_sha256: str | None = None
+    instructions_sha256: str | None = None
+    tmlbench_version: str
+    git_sha: str | None = None
+
+    stdout_path: str | None = Field(default=None, description="relative to the run folder")
+    stderr_path: str | None = None
+    transcript_path: str | None = None
+    submission_path: str | None = None
+
+
+def write_record(run_dir: Path, record: RunRecord) -> Path:
+    """Write ``record.json`` atomically and never over an existing record (records are immutable)."""
+    final = run_dir / RECORD_FILE
+    payload = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=".record.", dir=run_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, final)  # fails if a record is already there: no silent overwrite
+        except FileExistsError as exc:
+            raise TmlbenchError(f"{final}: a record already exists; run records are immutable") from exc
+    finally:
+        os.unlink(tmp)
+    return final
+
+
+def read_record(path: Path) -> RunRecord:
+    try:
+        return RunRecord.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        raise TmlbenchError(f"{path}: not a valid run record: {problems}") from exc
+
+
+def iter_record_paths(runs_dir: Path) -> list[Path]:
+    """Every record under ``runs_dir``, at any depth so suites can keep their own sub-folders.
+
+    A run folder is never descended into: an agent may write a file named record.json in its
+    workspace, and that must not count as a record.
+    """
+    found: list[Path] = []
+    for root, dirs, files in os.walk(runs_dir):
+        if RECORD_FILE in files or WORKSPACE_DIR in dirs:
+            if RECORD_FILE in files:
+                found.append(Path(root) / RECORD_FILE)
+            dirs.clear()
+    return sorted(found)
+
+
+def load_records(runs_dir: Path) -> list[RunRecord]:
+    return [read_record(p) for p in iter_record_paths(runs_dir)]

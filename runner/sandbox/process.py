@@ -1,0 +1,34 @@
+"""``process`` backend: no isolation, same deadline, kill, caps, env and log handling.
+
+Only for trusted built-in baselines or runs with an explicit unsafe flag; that policy is
+the caller's. The agent sees real host paths and the harness's own Python.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest, SandboxResult
+from runner.sandbox.supervise import Launch, supervise
+
+
+class ProcessSandbox(Sandbox):
+    name = "process"
+    isolated = False
+
+    def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
+        return SandboxPaths(
+            workspace=str(Path(workspace).resolve()),
+            agent_dir=str(Path(agent_dir).resolve()),
+            python=sys.executable,
+        )
+
+    def run(self, request: SandboxRequest) -> SandboxResult:
+        launch = Launch(
+            argv=list(request.command),
+            cwd=Path(request.workspace).resolve(),
+            keep_pwd="PWD" in request.env,
+            notes=["process backend: no isolation (filesystem, network and env of the host)"],
+        )
+        return supervise(self.name, request, launch)

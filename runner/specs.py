@@ -1,0 +1,161 @@
+"""Validated, frozen models of the task and agent spec files (``tasks/*/task.yaml``, ``agents/*.yaml``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from runner.errors import SpecError
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MetricSpec(Frozen):
+    name: str = Field(description="metric name in runner.metrics, e.g. 'auc' or 'rmse'")
+    direction: Literal["maximize", "minimize"]
+
+
+class SubmissionSpec(Frozen):
+    file: str = "submission.csv"
+    columns: tuple[str, ...]
+
+
+class SplitSpec(Frozen):
+    strategy: Literal["stratified", "random"]
+    test_fraction: float = Field(gt=0, lt=1)
+    seed: int
+
+
+class TwinSource(Frozen):
+    generator: str = Field(description="file in the task folder defining generate(n_rows, seed)")
+    default_rows: int = Field(gt=0, description="rows of the full-size twin (the real competition's size)")
+    seed: int = 20240101
+
+
+class KaggleSource(Frozen):
+    competition: str
+    train_file: str = "train.csv"
+    url: str | None = None
+
+
+class SourceSpec(Frozen):
+    twin: TwinSource | None = None
+    kaggle: KaggleSource | None = None
+
+
+class TaskSpec(Frozen):
+    id: str
+    title: str
+    task_type: Literal["binary", "regression"]
+    id_column: str
+    target_column: str
+    feature_columns: tuple[str, ...]
+    metric: MetricSpec
+    submission: SubmissionSpec
+    split: SplitSpec
+    source: SourceSpec
+    start_date: dt.date = Field(description="competition start, for contamination checks")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskSpec:
+        if set(self.submission.columns) != {self.id_column, self.target_column}:
+            raise ValueError(
+                f"submission.columns {list(self.submission.columns)} must be exactly "
+                f"[{self.id_column!r}, {self.target_column!r}] (id column and target column)"
+            )
+        if self.task_type == "binary" and self.split.strategy != "stratified":
+            raise ValueError("binary tasks must use split.strategy 'stratified'")
+        clash = {self.id_column, self.target_column} & set(self.feature_columns)
+        if clash:
+            raise ValueError(f"feature_columns must not contain the id or target column: {sorted(clash)}")
+        return self
+
+
+class AgentLimits(Frozen):
+    cpus: int = Field(default=1, gt=0, description="CPU cores pinned to each attempt (its fixed share)")
+    memory_gb: float = Field(default=4.0, gt=0)
+    pids: int = Field(default=256, gt=0)
+    disk_gb: float = Field(default=2.0, gt=0)
+
+
+class ModelIdentity(Frozen):
+    provider: str | None = None
+    model_id: str | None = None
+    knowledge_cutoff: dt.date | None = None
+
+
+class AgentSpec(Frozen):
+    id: str
+    kind: Literal["baseline", "command", "llm"]
+    title: str
+    harness: str = Field(description="what drives the model or program, e.g. 'tmlbench-baseline'")
+    harness_version: str = "1"
+    model: ModelIdentity = ModelIdentity()
+    command: tuple[str, ...] = Field(
+        default=(),
+        description="argv template; placeholders {python} {agent_dir} {workspace} {budget} {seed} "
+        "{instructions}",
+    )
+    code_dir: str | None = Field(
+        default=None, description="folder (relative to the agent file) mounted read-only at {agent_dir}"
+    )
+    limits: AgentLimits = AgentLimits()
+    trusted: bool = Field(
+        default=False, description="built-in code we wrote; only trusted agents may use the process backend"
+    )
+
+    @model_validator(mode="after")
+    def _runnable(self) -> AgentSpec:
+        if self.kind in ("baseline", "command") and not self.command:
+            raise ValueError(f"agent kind {self.kind!r} needs a 'command' argv template")
+        return self
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_yaml_model(path: Path, model: type[M]) -> M:
+    """Read ``path`` as YAML into ``model``; any problem becomes a SpecError naming file and field."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SpecError(f"{path}: file not found") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of fields at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise SpecError(f"{path}: invalid {model.__name__}: {problems}") from exc
+
+
+class SuiteSpec(Frozen):
+    """Which settings a benchmark run covers: agents × tasks × budgets, each attempted N times."""
+
+    id: str
+    title: str
+    tasks: tuple[str, ...] = Field(min_length=1)
+    agents: tuple[str, ...] = Field(min_length=1)
+    budgets: tuple[int, ...] = Field(min_length=1, description="seconds of wall clock per attempt")
+    attempts: int = Field(default=5, gt=0)
+    instruction_profile: str = "standard"
+    twin_rows: int | None = Field(
+        default=None, gt=0, description="rows of each offline twin; None = the task's full size"
+    )
+    data_subdir: str = Field(
+        default=".", description="prepared data lives in <data_dir>/<data_subdir>/tasks/<task_id>"
+    )
+    runs_subdir: str = Field(default=".", description="records live in <runs_dir>/<runs_subdir>/<run_id>")
+    concurrency: int | None = Field(
+        default=None, gt=0, description="attempts at once; None = as many as the host's cores allow"
+    )

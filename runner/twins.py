@@ -1,0 +1,48 @@
+"""Offline twins: seeded generators that stand in for a competition's labelled data.
+
+Each task folder's generator module defines ``generate(n_rows: int, seed: int) -> Twin``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from runner.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A labelled table and the true signal behind it.
+
+    ``table`` has the id column, the feature columns and the target column, in the
+    competition's column order. ``truth`` is aligned with ``table`` (same index) and holds the
+    Bayes-optimal prediction for each row: the true probability of the positive class for
+    binary tasks, the noise-free conditional mean for regression. Scoring ``truth`` on the
+    private split gives the task's Bayes-optimal holdout score.
+    """
+
+    table: pd.DataFrame
+    truth: pd.Series
+
+
+Generator = Callable[[int, int], Twin]
+
+
+def load_generator(path: Path) -> Generator:
+    """Import ``generate`` from a generator file (task folders are not Python packages)."""
+    if not path.is_file():
+        raise SpecError(f"{path}: twin generator file not found")
+    spec = importlib.util.spec_from_file_location(f"tmlbench_twin_{path.parent.name.replace('-', '_')}", path)
+    if spec is None or spec.loader is None:
+        raise SpecError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    generate = getattr(module, "generate", None)
+    if not callable(generate):
+        raise SpecError(f"{path}: must define generate(n_rows: int, seed: int) -> runner.twins.Twin")
+    return generate

@@ -1,0 +1,55 @@
+"""Shared fixtures: a private data/runs area per test session, the repo's specs, small twins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.config import REPO_ROOT, Paths
+from runner.prepare import PreparedTask, prepare_twin
+from runner.registry import load_task
+
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SMALL_ROWS = 600
+
+
+def make_paths(root: Path) -> Paths:
+    return Paths(
+        tasks_dir=REPO_ROOT / "tasks",
+        agents_dir=REPO_ROOT / "agents",
+        suites_dir=REPO_ROOT / "suites",
+        data_dir=root / "data",
+        runs_dir=root / "runs",
+    )
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Paths:
+    return make_paths(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir with every task's twin prepared at a small size, shared by the session."""
+    data_dir = tmp_path_factory.mktemp("small-data")
+    tasks_dir = REPO_ROOT / "tasks"
+    for task_yaml in sorted(tasks_dir.glob("*/task.yaml")):
+        prepare_twin(load_task(tasks_dir, task_yaml.parent.name), tasks_dir, data_dir, rows=SMALL_ROWS)
+    return data_dir
+
+
+@pytest.fixture
+def small_paths(small_data: Path, tmp_path: Path) -> Paths:
+    """Repo specs, the session's small prepared twins, a fresh runs dir."""
+    return Paths(
+        tasks_dir=REPO_ROOT / "tasks",
+        agents_dir=REPO_ROOT / "agents",
+        suites_dir=REPO_ROOT / "suites",
+        data_dir=small_data,
+        runs_dir=tmp_path / "runs",
+    )
+
+
+def prepared(paths: Paths, task_id: str) -> PreparedTask:
+    return PreparedTask(paths.data_dir / "tasks" / task_id)

@@ -1,0 +1,153 @@
+"""Whole attempts in the real bwrap sandbox: baselines succeed, misbehaviour gets the right status."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.errors import TmlbenchError
+from runner.records import read_record
+from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
+from runner.sandbox import get_sandbox
+from runner.specs import AgentSpec
+from tests.conftest import prepared
+
+pytestmark = pytest.mark.sandbox
+
+TASKS = [
+    "bank-customer-churn-ict-u-ai",
+    "foot-traffic-wuerzburg-retail-forecasting-2-0",
+    "playground-series-s5e10",
+    "playground-series-s6e1",
+]
+
+
+def attempt(paths, agent: AgentSpec, task_id: str, budget: int = 60, backend: str = "bwrap",
+            code_dir: Path | None = None, **kwargs):
+    task = load_task(paths.tasks_dir, task_id)
+    ctx = AttemptContext(
+        prepared=prepared(paths, task_id),
+        runs_dir=paths.runs_dir,
+        sandbox=get_sandbox(backend),
+        agent_code_dir=code_dir or agent_code_dir(paths.agents_dir, agent),
+        task_spec_sha256=task_spec_sha256(paths.tasks_dir, task_id),
+        **kwargs,
+    )
+    return run_attempt(AttemptPlan(agent, task, budget, 0), ctx)
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_every_baseline_succeeds_on_every_twin_and_gbm_beats_the_floor(small_paths, task_id):
+    scores = {}
+    for agent_id in ("baseline-constant", "baseline-linear", "baseline-gbm"):
+        record = attempt(small_paths, load_agent(small_paths.agents_dir, agent_id), task_id)
+        assert record.status == "success", (record.error_message, record.validation_message)
+        assert record.sandbox_backend == "bwrap" and record.sandbox_isolated
+        assert record.local_validation_score is not None
+        assert record.wall_seconds < 60
+        scores[agent_id] = record.score_hib
+        run_dir = small_paths.runs_dir / record.run_id
+        assert read_record(run_dir / "record.json") == record
+        assert (run_dir / "workspace" / "submission.csv").is_file()
+    assert scores["baseline-gbm"] > scores["baseline-constant"]
+    assert scores["baseline-linear"] > scores["baseline-constant"]
+
+
+def test_a_recorded_attempt_is_not_run_again(small_paths):
+    agent = load_agent(small_paths.agents_dir, "baseline-constant")
+    first = attempt(small_paths, agent, TASKS[0])
+    second = attempt(small_paths, agent, TASKS[0])
+    assert first == second
+
+
+def scripted_agent(tmp_path: Path, script: str, agent_id: str = "scripted") -> tuple[AgentSpec, Path]:
+    code = tmp_path / f"{agent_id}-code"
+    code.mkdir()
+    (code / "agent.py").write_text(textwrap.dedent(script))
+    spec = AgentSpec(id=agent_id, kind="command", title="test agent", harness="test",
+                     command=("{python}", "{agent_dir}/agent.py"))
+    return spec, code
+
+
+def test_agent_that_never_finishes_times_out(small_paths, tmp_path):
+    agent, code = scripted_agent(tmp_path, """
+        import os, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                while True: time.sleep(1)
+            os._exit(0)
+        while True: time.sleep(1)
+    """)
+    record = attempt(small_paths, agent, TASKS[0], budget=2, code_dir=code)
+    assert record.status == "timeout"
+    assert record.wall_seconds < 2 + 3
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "code"),
+    [
+        ("import sys; sys.exit(0)", "no_submission", None),
+        ("raise SystemExit(3)", "runtime_error", None),
+        ("import os; os.symlink('sample_submission.csv', 'submission.csv')", "invalid_submission",
+         "not_regular_file"),
+        ("open('submission.csv', 'w').write('id,wrong\\n1,2\\n')", "invalid_submission", "wrong_columns"),
+        ("import shutil; shutil.copy('sample_submission.csv', 'submission.csv')", "success", None),
+    ],
+)
+def test_outcomes_map_to_exactly_one_status(small_paths, tmp_path, script, status, code):
+    agent, code_dir = scripted_agent(tmp_path, script)
+    record = attempt(small_paths, agent, TASKS[0], budget=20, code_dir=code_dir)
+    assert record.status == status
+    assert record.validation_code == code
+    if status == "success":
+        assert record.score == pytest.approx(0.5)  # the sample submission is a constant: AUC 0.5
+
+
+def test_agent_cannot_read_private_answers_or_the_repo(small_paths, tmp_path):
+    answers = prepared(small_paths, TASKS[0]).answers_path
+    agent, code = scripted_agent(tmp_path, f"""
+        import json, os, shutil
+        found = {{}}
+        for path in [{str(answers)!r}, {str(small_paths.tasks_dir / 'README.md')!r}, "../../private/answers.csv"]:
+            try:
+                open(path).read(); found[path] = "READ"
+            except OSError as exc:
+                found[path] = type(exc).__name__
+        json.dump(found, open("probe.json", "w"))
+        shutil.copy("sample_submission.csv", "submission.csv")
+    """)
+    record = attempt(small_paths, agent, TASKS[0], budget=20, code_dir=code)
+    probe = json.loads((small_paths.runs_dir / record.run_id / "workspace" / "probe.json").read_text())
+    assert "READ" not in probe.values(), probe
+
+
+def test_untrusted_agent_needs_an_explicit_flag_for_the_process_backend(small_paths, tmp_path):
+    agent, code = scripted_agent(tmp_path, "pass")
+    with pytest.raises(TmlbenchError, match="unsafe-no-isolation"):
+        attempt(small_paths, agent, TASKS[0], backend="process", code_dir=code)
+    record = attempt(small_paths, agent, TASKS[0], backend="process", code_dir=code, allow_unsafe=True)
+    assert record.sandbox_unsafe and not record.sandbox_isolated
+
+
+def test_instructions_and_seed_reach_the_agent(small_paths, tmp_path):
+    agent, code = scripted_agent(tmp_path, """
+        import json, os
+        json.dump({k: v for k, v in os.environ.items()}, open("env.json", "w"))
+    """)
+    record = attempt(small_paths, agent, TASKS[0], budget=20, code_dir=code)
+    workspace = small_paths.runs_dir / record.run_id / "workspace"
+    env = json.loads((workspace / "env.json").read_text())
+    assert env["TMLBENCH_SEED"] == str(record.seed)
+    assert env["TMLBENCH_BUDGET_SECONDS"] == "20"
+    assert "20 seconds" in (workspace / "INSTRUCTIONS.md").read_text()
+    assert record.instructions_sha256 and record.public_manifest_sha256
+    assert not (workspace / "train.csv").exists()  # copied inputs are dropped after grading
+    sample = pd.read_csv(workspace / "sample_submission.csv")
+    assert len(sample) > 0
