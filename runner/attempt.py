@@ -23,7 +23,9 @@ from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from runner.specs import AgentSpec, TaskSpec
 
 GIB = 1024**3
-LOCAL_SCORE = re.compile(r"^\s*local_validation_score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+LOCAL_SCORE = re.compile(
+    r"^\s*local_validation_score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,13 @@ class AttemptPlan:
 
     @property
     def run_id(self) -> str:
-        return make_run_id(self.agent.id, self.task.id, self.budget_seconds, self.instruction_profile,
-                           self.attempt_index)
+        return make_run_id(
+            self.agent.id,
+            self.task.id,
+            self.budget_seconds,
+            self.instruction_profile,
+            self.attempt_index,
+        )
 
 
 @dataclass(frozen=True)
@@ -148,23 +155,45 @@ def _judge(plan: AttemptPlan, ctx: AttemptContext, workspace: Path, result: Sand
     present = submission.exists() or submission.is_symlink()
     relpath = f"{WORKSPACE_DIR}/{plan.task.submission.file}" if present else None
     if result.timed_out:
-        return {"status": "timeout", "submission_path": relpath,
-                "error_message": f"budget of {plan.budget_seconds} s ran out"}
+        return {
+            "status": "timeout",
+            "submission_path": relpath,
+            "error_message": f"budget of {plan.budget_seconds} s ran out",
+        }
     if result.limit_exceeded:
-        return {"status": "runtime_error", "submission_path": relpath,
-                "error_message": f"the attempt broke its {result.limit_exceeded} cap"}
+        return {
+            "status": "runtime_error",
+            "submission_path": relpath,
+            "error_message": f"the attempt broke its {result.limit_exceeded} cap",
+        }
     if not present:
         if result.exit_code == 0:
-            return {"status": "no_submission", "error_message": "the agent exited without a submission"}
-        return {"status": "runtime_error", "error_message": f"the agent exited with code {result.exit_code} "
-                "and left no submission"}
+            return {
+                "status": "no_submission",
+                "error_message": "the agent exited without a submission",
+            }
+        return {
+            "status": "runtime_error",
+            "error_message": f"the agent exited with code {result.exit_code} "
+            "and left no submission",
+        }
     try:
-        graded = grade_submission(submission, plan.task, load_answers(ctx.prepared.answers_path, plan.task))
+        graded = grade_submission(
+            submission, plan.task, load_answers(ctx.prepared.answers_path, plan.task)
+        )
     except InvalidSubmission as exc:
-        return {"status": "invalid_submission", "submission_path": relpath,
-                "validation_code": exc.code, "validation_message": exc.message}
-    return {"status": "success", "score": graded.score, "score_hib": graded.score_hib,
-            "submission_path": relpath}
+        return {
+            "status": "invalid_submission",
+            "submission_path": relpath,
+            "validation_code": exc.code,
+            "validation_message": exc.message,
+        }
+    return {
+        "status": "success",
+        "score": graded.score,
+        "score_hib": graded.score_hib,
+        "submission_path": relpath,
+    }
 
 
 def _make_workspace(plan: AttemptPlan, prepared: PreparedTask, workspace: Path) -> str:
@@ -175,7 +204,9 @@ def _make_workspace(plan: AttemptPlan, prepared: PreparedTask, workspace: Path) 
     workspace.mkdir(parents=True)
     for name in (*PUBLIC_FILES, "manifest.json"):
         shutil.copyfile(prepared.public / name, workspace / name)
-    text = render_instructions(plan.task, plan.budget_seconds, plan.instruction_profile, prepared.manifest())
+    text = render_instructions(
+        plan.task, plan.budget_seconds, plan.instruction_profile, prepared.manifest()
+    )
     (workspace / "INSTRUCTIONS.md").write_text(text, encoding="utf-8")
     return text
 
@@ -281,7 +312,10 @@ def git_sha() -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

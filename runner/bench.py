@@ -48,12 +48,16 @@ def plan_suite(suite: SuiteSpec, paths: Paths) -> list[AttemptPlan]:
     ]
 
 
-def ensure_prepared(suite: SuiteSpec, task: TaskSpec, paths: Paths, layout: SuiteLayout) -> PreparedTask:
+def ensure_prepared(
+    suite: SuiteSpec, task: TaskSpec, paths: Paths, layout: SuiteLayout
+) -> PreparedTask:
     """Use the task's prepared data if it matches the suite's scale (or is real data); else make the twin."""
     prepared = prepared_task(layout.data_dir, task.id)
     if prepared.exists():
         source = prepared.private_meta().get("source", {})
-        wanted_rows = suite.twin_rows or (task.source.twin.default_rows if task.source.twin else None)
+        wanted_rows = suite.twin_rows or (
+            task.source.twin.default_rows if task.source.twin else None
+        )
         if source.get("kind") == "kaggle" or source.get("rows") == wanted_rows:
             return prepared
     return prepare_twin(task, paths.tasks_dir, layout.data_dir, rows=suite.twin_rows)
@@ -70,7 +74,9 @@ class CpuPool:
     @contextmanager
     def take(self, count: int) -> Iterator[str]:
         if count > self._total:
-            raise TmlbenchError(f"an attempt wants {count} CPUs but this machine offers {self._total}")
+            raise TmlbenchError(
+                f"an attempt wants {count} CPUs but this machine offers {self._total}"
+            )
         with self._cond:
             self._cond.wait_for(lambda: len(self._free) >= count)
             taken, self._free = self._free[:count], self._free[count:]

@@ -69,13 +69,25 @@ def tasks_list(paths: Paths) -> None:
 @tasks.command("prepare")
 @click.argument("task_ids", nargs=-1)
 @click.option("--all", "all_tasks", is_flag=True, help="Prepare every task.")
-@click.option("--from", "download", type=click.Path(exists=True, path_type=Path),
-              help="The competition's Kaggle download (zip or folder) instead of the offline twin.")
-@click.option("--rows", type=click.IntRange(min=50), help="Twin size (default: the competition's size).")
+@click.option(
+    "--from",
+    "download",
+    type=click.Path(exists=True, path_type=Path),
+    help="The competition's Kaggle download (zip or folder) instead of the offline twin.",
+)
+@click.option(
+    "--rows", type=click.IntRange(min=50), help="Twin size (default: the competition's size)."
+)
 @click.option("--seed", type=int, help="Twin generator seed (default: the task's).")
 @click.pass_obj
-def tasks_prepare(paths: Paths, task_ids: tuple[str, ...], all_tasks: bool, download: Path | None,
-                  rows: int | None, seed: int | None) -> None:
+def tasks_prepare(
+    paths: Paths,
+    task_ids: tuple[str, ...],
+    all_tasks: bool,
+    download: Path | None,
+    rows: int | None,
+    seed: int | None,
+) -> None:
     """Prepare TASK_IDS: public files for agents, private answers for grading."""
     if all_tasks:
         task_ids = tuple(t.id for t in list_tasks(paths.tasks_dir))
@@ -90,7 +102,9 @@ def tasks_prepare(paths: Paths, task_ids: tuple[str, ...], all_tasks: bool, down
                 prepared = prepare_from_download(task, paths.tasks_dir, paths.data_dir, download)
             else:
                 prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=rows, seed=seed)
-        console.print(f"[green]prepared[/] {task_id} → {prepared.root} ({_prepared_label(prepared)})")
+        console.print(
+            f"[green]prepared[/] {task_id} → {prepared.root} ({_prepared_label(prepared)})"
+        )
 
 
 def _prepared_label(prepared) -> str:
@@ -116,28 +130,51 @@ def agents_list(paths: Paths) -> None:
     table = Table("agent", "kind", "title", "harness", "model", "cpus", "memory")
     for agent in list_agents(paths.agents_dir):
         model = "/".join(x for x in (agent.model.provider, agent.model.model_id) if x) or "-"
-        table.add_row(agent.id, agent.kind, agent.title, f"{agent.harness} {agent.harness_version}", model,
-                      str(agent.limits.cpus), f"{agent.limits.memory_gb:g} GB")
+        table.add_row(
+            agent.id,
+            agent.kind,
+            agent.title,
+            f"{agent.harness} {agent.harness_version}",
+            model,
+            str(agent.limits.cpus),
+            f"{agent.limits.memory_gb:g} GB",
+        )
     console.print(table)
 
 
 @cli.command("run")
 @click.option("--agent", "agent_id", required=True, help="Agent id (see: tmlbench agents list).")
 @click.option("--task", "task_id", required=True, help="Task id (see: tmlbench tasks list).")
-@click.option("--budget", type=click.IntRange(min=1), required=True, help="Wall-clock budget in seconds.")
-@click.option("--attempt", "attempt_index", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--budget", type=click.IntRange(min=1), required=True, help="Wall-clock budget in seconds."
+)
+@click.option(
+    "--attempt", "attempt_index", type=click.IntRange(min=0), default=0, show_default=True
+)
 @click.option("--profile", default="standard", show_default=True, help="Instruction profile.")
 @click.option("--backend", type=BACKENDS, default="bwrap", show_default=True)
-@click.option("--unsafe-no-isolation", is_flag=True, help="Allow an untrusted agent on the process backend.")
+@click.option(
+    "--unsafe-no-isolation", is_flag=True, help="Allow an untrusted agent on the process backend."
+)
 @click.pass_obj
-def run_cmd(paths: Paths, agent_id: str, task_id: str, budget: int, attempt_index: int, profile: str,
-            backend: str, unsafe_no_isolation: bool) -> None:
+def run_cmd(
+    paths: Paths,
+    agent_id: str,
+    task_id: str,
+    budget: int,
+    attempt_index: int,
+    profile: str,
+    backend: str,
+    unsafe_no_isolation: bool,
+) -> None:
     """Run one attempt and print its record."""
     agent = load_agent(paths.agents_dir, agent_id)
     task = load_task(paths.tasks_dir, task_id)
     prepared = prepared_task(paths.data_dir, task_id)
     if not prepared.exists():
-        raise TmlbenchError(f"task {task_id} is not prepared; run: tmlbench tasks prepare {task_id}")
+        raise TmlbenchError(
+            f"task {task_id} is not prepared; run: tmlbench tasks prepare {task_id}"
+        )
     plan = AttemptPlan(agent, task, budget, attempt_index, profile)
     ctx = AttemptContext(
         prepared=prepared,
@@ -154,18 +191,33 @@ def run_cmd(paths: Paths, agent_id: str, task_id: str, budget: int, attempt_inde
 
 
 @cli.command("bench")
-@click.option("--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml).")
+@click.option(
+    "--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml)."
+)
 @click.option("--backend", type=BACKENDS, default="bwrap", show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1), help="Attempts at once (default: one per free CPU share).")
-@click.option("--unsafe-no-isolation", is_flag=True, help="Allow untrusted agents on the process backend.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Attempts at once (default: one per free CPU share).",
+)
+@click.option(
+    "--unsafe-no-isolation", is_flag=True, help="Allow untrusted agents on the process backend."
+)
 @click.pass_obj
-def bench_cmd(paths: Paths, suite_id: str, backend: str, concurrency: int | None, unsafe_no_isolation: bool) -> None:
+def bench_cmd(
+    paths: Paths, suite_id: str, backend: str, concurrency: int | None, unsafe_no_isolation: bool
+) -> None:
     """Run every attempt of a suite that is not recorded yet, then print the leaderboard."""
     suite = load_suite(paths.suites_dir, suite_id)
     sandbox = get_sandbox(backend)
     total = len(suite.agents) * len(suite.tasks) * len(suite.budgets) * suite.attempts
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[last]}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+    )
     with Progress(*columns, console=console) as progress:
         prep = progress.add_task("preparing tasks", total=len(suite.tasks), last="")
         bar = progress.add_task(f"{suite.id}: attempts", total=total, last="")
@@ -177,15 +229,29 @@ def bench_cmd(paths: Paths, suite_id: str, backend: str, concurrency: int | None
             note = f"{record.run_id} {record.status}" if was_new else "already recorded"
             progress.update(bar, advance=1, last=note)
 
-        run_suite(suite, paths, lambda plan: sandbox, concurrency=concurrency,
-                  allow_unsafe=unsafe_no_isolation, on_prepared=on_prepared, on_done=on_done)
+        run_suite(
+            suite,
+            paths,
+            lambda plan: sandbox,
+            concurrency=concurrency,
+            allow_unsafe=unsafe_no_isolation,
+            on_prepared=on_prepared,
+            on_done=on_done,
+        )
     _print_leaderboard(suite_id, paths)
 
 
 @cli.command("leaderboard")
-@click.option("--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml).")
-@click.option("--min-successes", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Successes counted per setting (and needed for coverage).")
+@click.option(
+    "--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml)."
+)
+@click.option(
+    "--min-successes",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Successes counted per setting (and needed for coverage).",
+)
 @click.pass_obj
 def leaderboard_cmd(paths: Paths, suite_id: str, min_successes: int) -> None:
     """Print the leaderboard computed from a suite's run records."""
@@ -197,7 +263,9 @@ def _print_leaderboard(suite_id: str, paths: Paths, n: int = 5) -> None:
     layout = SuiteLayout.of(suite, paths)
     records = [r for r in load_records(layout.runs_dir) if r.suite_id == suite.id]
     if not records:
-        raise TmlbenchError(f"no run records for suite {suite.id} in {layout.runs_dir}; run: tmlbench bench --suite {suite.id}")
+        raise TmlbenchError(
+            f"no run records for suite {suite.id} in {layout.runs_dir}; run: tmlbench bench --suite {suite.id}"
+        )
     settings = [(a, t, b) for a in suite.agents for t in suite.tasks for b in suite.budgets]
     render_leaderboard(console, suite, compute_leaderboard(records, n, settings))
 

@@ -76,6 +76,7 @@ _FLOAT_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _NON_FINITE_TEXT = r"^[+-]?(nan|inf|infinity)$"
 _EDGE_SPACE = r"^\s|\s$"
 _NOT_NEWLINE = re.compile(rb"[^\r\n]")
+_NEWLINE = re.compile(rb"[\r\n]")
 # Tokens people (and pandas' to_csv) write for "no value": treated as missing predictions.
 _NA_TOKENS = ("", "NA", "N/A", "n/a", "<NA>", "#N/A", "null", "NULL", "None", "none")
 _EXACT_INT_LIMIT = 2**53
@@ -180,7 +181,10 @@ def _prepare_answers(answers: pd.DataFrame, task: TaskSpec) -> _Answers:
             int_index = pd.Index(pc.cast(ids, pa.int64()).to_numpy(), dtype=np.int64)
         except pa.ArrowInvalid:  # beyond int64: compare as text
             int_index = None
-    unique = int_index.is_unique if int_index is not None else pc.count_distinct(ids).as_py() == n
+    if int_index is not None:
+        unique = int_index.is_unique
+    else:  # pandas' check needs far less memory than pc.count_distinct on 1M strings
+        unique = pd.Index(pd.array(ids, dtype=pd.ArrowDtype(pa.string()))).is_unique
     if not unique:
         raise HarnessError(f"answers for task {task.id!r} have duplicate ids")
 
@@ -233,8 +237,10 @@ def grade_submission(
     metric = check_task_metric(task)
     ans = _prepare_answers(answers, task)
     preds = _validate_guarded(Path(path), task, metric, ans, max_bytes)
+    target, n_rows = ans.target, ans.n
+    del ans  # drop the id lookup table before the metric allocates its own temporaries
     try:
-        score = metric.score(ans.target, preds)
+        score = metric.score(target, preds)
     except Exception as exc:  # predictions are validated, so this is the answers' fault
         raise HarnessError(f"task {task.id!r}: scoring with {metric.name!r} failed: {exc}") from exc
     if not np.isfinite(score):
@@ -242,7 +248,7 @@ def grade_submission(
             f"task {task.id!r}: metric {metric.name!r} gave a non-finite score {score}"
         )
     return GradeResult(
-        score=score, score_hib=metric.higher_is_better(score), n_rows=ans.n, metric=metric.name
+        score=score, score_hib=metric.higher_is_better(score), n_rows=n_rows, metric=metric.name
     )
 
 
@@ -431,8 +437,8 @@ class _Validator:
         first = _NOT_NEWLINE.search(data, start)
         if first is None:
             raise self.fail("unreadable_csv", "The submission has no header row.")
-        end = data.find(b"\n", first.start())
-        header_line = data[first.start() : None if end < 0 else end]
+        eol = _NEWLINE.search(data, first.start())  # \n, \r\n or a bare \r ends the header
+        header_line = data[first.start() : None if eol is None else eol.start()]
         n_fields = header_line.count(b",") + 1
         if n_fields > MAX_COLUMNS:
             names = [

@@ -82,7 +82,9 @@ def compute_leaderboard(
     coverage = expected.merge(settings[[*SETTING, "successes"]], on=SETTING, how="left")
     coverage["successes"] = coverage["successes"].fillna(0).astype(int)
     coverage["missing"] = (n - coverage["successes"]).clip(lower=0)
-    covered_agents = set(coverage["agent_id"]) - set(coverage.loc[coverage["missing"] > 0, "agent_id"])
+    covered_agents = set(coverage["agent_id"]) - set(
+        coverage.loc[coverage["missing"] > 0, "agent_id"]
+    )
     ranked = settings[settings["agent_id"].isin(covered_agents)]
     points = normalize(ranked) if not ranked.empty else pd.DataFrame(columns=[*SETTING, "points"])
     ranking = _ranking(points, runs, settings, covered_agents)
@@ -96,7 +98,9 @@ def compute_leaderboard(
 
 
 def success_rates(runs: pd.DataFrame) -> pd.DataFrame:
-    counts = pd.crosstab(runs["agent_id"], runs["status"]).reindex(columns=list(STATUSES), fill_value=0)
+    counts = pd.crosstab(runs["agent_id"], runs["status"]).reindex(
+        columns=list(STATUSES), fill_value=0
+    )
     counts.columns = [f"n_{c}" for c in counts.columns]
     counts.insert(0, "attempts", counts.sum(axis=1))
     counts.insert(1, "successes", counts["n_success"])
@@ -113,10 +117,16 @@ def _expected_settings(runs: pd.DataFrame, suite_settings) -> pd.DataFrame:
     return agents.merge(cells, how="cross")[SETTING]
 
 
-def _ranking(points: pd.DataFrame, runs: pd.DataFrame, settings: pd.DataFrame, agents: set) -> pd.DataFrame:
+def _ranking(
+    points: pd.DataFrame, runs: pd.DataFrame, settings: pd.DataFrame, agents: set
+) -> pd.DataFrame:
     if points.empty:
-        return pd.DataFrame(columns=["rank", "agent_id", "best_budget", "all_cells", "largest_budget"])
-    best = points.groupby(["agent_id", "task_id"])["points"].max().rename("best_points").reset_index()
+        return pd.DataFrame(
+            columns=["rank", "agent_id", "best_budget", "all_cells", "largest_budget"]
+        )
+    best = (
+        points.groupby(["agent_id", "task_id"])["points"].max().rename("best_points").reset_index()
+    )
     largest = points[points["budget_seconds"] == points["budget_seconds"].max()]
     table = pd.DataFrame(
         {

@@ -77,11 +77,17 @@ def sha256_file(path: Path) -> str:
 
 
 def prepare_twin(
-    task: TaskSpec, tasks_dir: Path, data_dir: Path, rows: int | None = None, seed: int | None = None
+    task: TaskSpec,
+    tasks_dir: Path,
+    data_dir: Path,
+    rows: int | None = None,
+    seed: int | None = None,
 ) -> PreparedTask:
     """Generate the task's offline twin (``rows`` defaults to the competition's size) and prepare it."""
     if task.source.twin is None:
-        raise TmlbenchError(f"task {task.id} has no offline twin; prepare it with --from <Kaggle download>")
+        raise TmlbenchError(
+            f"task {task.id} has no offline twin; prepare it with --from <Kaggle download>"
+        )
     twin_spec = task.source.twin
     generate = load_generator(task_dir(tasks_dir, task.id) / twin_spec.generator)
     rows = rows or twin_spec.default_rows
@@ -89,10 +95,14 @@ def prepare_twin(
     twin = generate(rows, seed)
     _check_columns(task, twin.table, f"twin generator of {task.id}")
     source = {"kind": "twin", "rows": rows, "seed": seed}
-    return _write_prepared(task, tasks_dir, twin.table, prepared_task(data_dir, task.id), source, twin.truth)
+    return _write_prepared(
+        task, tasks_dir, twin.table, prepared_task(data_dir, task.id), source, twin.truth
+    )
 
 
-def prepare_from_download(task: TaskSpec, tasks_dir: Path, data_dir: Path, download: Path) -> PreparedTask:
+def prepare_from_download(
+    task: TaskSpec, tasks_dir: Path, data_dir: Path, download: Path
+) -> PreparedTask:
     """Prepare the real competition data from its Kaggle download (the zip or an unpacked folder)."""
     train_name = task.source.kaggle.train_file if task.source.kaggle else "train.csv"
     raw, origin = _read_download(download, train_name)
@@ -103,7 +113,9 @@ def prepare_from_download(task: TaskSpec, tasks_dir: Path, data_dir: Path, downl
     _check_columns(task, table, origin)
     table = table[[task.id_column, *task.feature_columns, task.target_column]]
     source = {"kind": "kaggle", "file": train_name, "sha256": hashlib.sha256(raw).hexdigest()}
-    return _write_prepared(task, tasks_dir, table, prepared_task(data_dir, task.id), source, truth=None)
+    return _write_prepared(
+        task, tasks_dir, table, prepared_task(data_dir, task.id), source, truth=None
+    )
 
 
 def _read_download(download: Path, train_name: str) -> tuple[bytes, str]:
@@ -111,7 +123,9 @@ def _read_download(download: Path, train_name: str) -> tuple[bytes, str]:
     if download.is_dir():
         matches = sorted(download.rglob(train_name))
         if not matches:
-            raise TmlbenchError(f"{download}: no {train_name} inside; pass the competition's download")
+            raise TmlbenchError(
+                f"{download}: no {train_name} inside; pass the competition's download"
+            )
         return matches[0].read_bytes(), str(matches[0])
     if zipfile.is_zipfile(download):
         with zipfile.ZipFile(download) as archive:
@@ -172,7 +186,10 @@ def _write_prepared(
         _write_csv(test[[id_col, target]], private / "answers.csv")
         meta = {"source": source, "constant_score": _constant_score(task, train, test)}
         if truth is not None:
-            _write_csv(pd.DataFrame({id_col: test[id_col], "truth": truth.loc[test.index]}), private / "truth.csv")
+            _write_csv(
+                pd.DataFrame({id_col: test[id_col], "truth": truth.loc[test.index]}),
+                private / "truth.csv",
+            )
             meta["bayes_optimal_score"] = get_metric(task.metric.name).score(
                 test[target].to_numpy(), truth.loc[test.index].to_numpy()
             )

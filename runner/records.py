@@ -57,7 +57,9 @@ class RunRecord(BaseModel):
 
     sandbox_backend: str
     sandbox_isolated: bool
-    sandbox_unsafe: bool = Field(description="an untrusted agent ran without isolation (explicit flag)")
+    sandbox_unsafe: bool = Field(
+        description="an untrusted agent ran without isolation (explicit flag)"
+    )
     cpuset: str | None = None
     memory_limit_bytes: int | None = None
     pids_limit: int | None = None
@@ -65,7 +67,9 @@ class RunRecord(BaseModel):
 
     status: Status
     score: float | None = Field(default=None, description="raw metric value; only for success")
-    score_hib: float | None = Field(default=None, description="higher-is-better score; only for success")
+    score_hib: float | None = Field(
+        default=None, description="higher-is-better score; only for success"
+    )
     validation_code: str | None = None
     validation_message: str | None = None
     error_message: str | None = None
@@ -106,7 +110,9 @@ def write_record(run_dir: Path, record: RunRecord) -> Path:
         try:
             os.link(tmp, final)  # fails if a record is already there: no silent overwrite
         except FileExistsError as exc:
-            raise TmlbenchError(f"{final}: a record already exists; run records are immutable") from exc
+            raise TmlbenchError(
+                f"{final}: a record already exists; run records are immutable"
+            ) from exc
     finally:
         os.unlink(tmp)
     return final
@@ -116,7 +122,9 @@ def read_record(path: Path) -> RunRecord:
     try:
         return RunRecord.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]
+        )
         raise TmlbenchError(f"{path}: not a valid run record: {problems}") from exc
 
 

@@ -25,9 +25,7 @@ def load_task(tasks_dir: Path, task_id: str) -> TaskSpec:
 
 
 def list_tasks(tasks_dir: Path) -> list[TaskSpec]:
-    return [
-        load_yaml_model(p, TaskSpec) for p in sorted(tasks_dir.glob("*/task.yaml"))
-    ]
+    return [load_yaml_model(p, TaskSpec) for p in sorted(tasks_dir.glob("*/task.yaml"))]
 
 
 def task_spec_sha256(tasks_dir: Path, task_id: str) -> str:
@@ -38,7 +36,9 @@ def load_agent(agents_dir: Path, agent_id: str) -> AgentSpec:
     path = agents_dir / f"{agent_id}.yaml"
     if not path.is_file():
         known = ", ".join(a.id for a in list_agents(agents_dir)) or "none"
-        raise SpecError(f"unknown agent {agent_id!r}: {path} does not exist (known agents: {known})")
+        raise SpecError(
+            f"unknown agent {agent_id!r}: {path} does not exist (known agents: {known})"
+        )
     agent = load_yaml_model(path, AgentSpec)
     if agent.id != agent_id:
         raise SpecError(f"{path}: id {agent.id!r} does not match its file name {agent_id!r}")
@@ -55,7 +55,9 @@ def agent_code_dir(agents_dir: Path, agent: AgentSpec) -> Path | None:
         return None
     path = (agents_dir / agent.code_dir).resolve()
     if not path.is_dir():
-        raise SpecError(f"{agents_dir / (agent.id + '.yaml')}: code_dir {agent.code_dir!r} is not a folder")
+        raise SpecError(
+            f"{agents_dir / (agent.id + '.yaml')}: code_dir {agent.code_dir!r} is not a folder"
+        )
     return path
 
 
@@ -63,7 +65,9 @@ def load_suite(suites_dir: Path, suite_id: str) -> SuiteSpec:
     path = suites_dir / f"{suite_id}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in suites_dir.glob("*.yaml"))) or "none"
-        raise SpecError(f"unknown suite {suite_id!r}: {path} does not exist (known suites: {known})")
+        raise SpecError(
+            f"unknown suite {suite_id!r}: {path} does not exist (known suites: {known})"
+        )
     suite = load_yaml_model(path, SuiteSpec)
     if suite.id != suite_id:
         raise SpecError(f"{path}: id {suite.id!r} does not match its file name {suite_id!r}")

@@ -34,7 +34,9 @@ class SplitSpec(Frozen):
 
 class TwinSource(Frozen):
     generator: str = Field(description="file in the task folder defining generate(n_rows, seed)")
-    default_rows: int = Field(gt=0, description="rows of the full-size twin (the real competition's size)")
+    default_rows: int = Field(
+        gt=0, description="rows of the full-size twin (the real competition's size)"
+    )
     seed: int = 20240101
 
 
@@ -73,12 +75,16 @@ class TaskSpec(Frozen):
             raise ValueError("binary tasks must use split.strategy 'stratified'")
         clash = {self.id_column, self.target_column} & set(self.feature_columns)
         if clash:
-            raise ValueError(f"feature_columns must not contain the id or target column: {sorted(clash)}")
+            raise ValueError(
+                f"feature_columns must not contain the id or target column: {sorted(clash)}"
+            )
         return self
 
 
 class AgentLimits(Frozen):
-    cpus: int = Field(default=1, gt=0, description="CPU cores pinned to each attempt (its fixed share)")
+    cpus: int = Field(
+        default=1, gt=0, description="CPU cores pinned to each attempt (its fixed share)"
+    )
     memory_gb: float = Field(default=4.0, gt=0)
     pids: int = Field(default=256, gt=0)
     disk_gb: float = Field(default=2.0, gt=0)
@@ -103,11 +109,13 @@ class AgentSpec(Frozen):
         "{instructions}",
     )
     code_dir: str | None = Field(
-        default=None, description="folder (relative to the agent file) mounted read-only at {agent_dir}"
+        default=None,
+        description="folder (relative to the agent file) mounted read-only at {agent_dir}",
     )
     limits: AgentLimits = AgentLimits()
     trusted: bool = Field(
-        default=False, description="built-in code we wrote; only trusted agents may use the process backend"
+        default=False,
+        description="built-in code we wrote; only trusted agents may use the process backend",
     )
 
     @model_validator(mode="after")
@@ -134,7 +142,8 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            for err in exc.errors()
         )
         raise SpecError(f"{path}: invalid {model.__name__}: {problems}") from exc
 
@@ -155,7 +164,9 @@ class SuiteSpec(Frozen):
     data_subdir: str = Field(
         default=".", description="prepared data lives in <data_dir>/<data_subdir>/tasks/<task_id>"
     )
-    runs_subdir: str = Field(default=".", description="records live in <runs_dir>/<runs_subdir>/<run_id>")
+    runs_subdir: str = Field(
+        default=".", description="records live in <runs_dir>/<runs_subdir>/<run_id>"
+    )
     concurrency: int | None = Field(
         default=None, gt=0, description="attempts at once; None = as many as the host's cores allow"
     )

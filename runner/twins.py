@@ -37,12 +37,16 @@ def load_generator(path: Path) -> Generator:
     """Import ``generate`` from a generator file (task folders are not Python packages)."""
     if not path.is_file():
         raise SpecError(f"{path}: twin generator file not found")
-    spec = importlib.util.spec_from_file_location(f"tmlbench_twin_{path.parent.name.replace('-', '_')}", path)
+    spec = importlib.util.spec_from_file_location(
+        f"tmlbench_twin_{path.parent.name.replace('-', '_')}", path
+    )
     if spec is None or spec.loader is None:
         raise SpecError(f"{path}: cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     generate = getattr(module, "generate", None)
     if not callable(generate):
-        raise SpecError(f"{path}: must define generate(n_rows: int, seed: int) -> runner.twins.Twin")
+        raise SpecError(
+            f"{path}: must define generate(n_rows: int, seed: int) -> runner.twins.Twin"
+        )
     return generate

@@ -35,7 +35,9 @@ def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("small-data")
     tasks_dir = REPO_ROOT / "tasks"
     for task_yaml in sorted(tasks_dir.glob("*/task.yaml")):
-        prepare_twin(load_task(tasks_dir, task_yaml.parent.name), tasks_dir, data_dir, rows=SMALL_ROWS)
+        prepare_twin(
+            load_task(tasks_dir, task_yaml.parent.name), tasks_dir, data_dir, rows=SMALL_ROWS
+        )
     return data_dir
 
 

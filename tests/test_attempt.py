@@ -27,8 +27,15 @@ TASKS = [
 ]
 
 
-def attempt(paths, agent: AgentSpec, task_id: str, budget: int = 60, backend: str = "bwrap",
-            code_dir: Path | None = None, **kwargs):
+def attempt(
+    paths,
+    agent: AgentSpec,
+    task_id: str,
+    budget: int = 60,
+    backend: str = "bwrap",
+    code_dir: Path | None = None,
+    **kwargs,
+):
     task = load_task(paths.tasks_dir, task_id)
     ctx = AttemptContext(
         prepared=prepared(paths, task_id),
@@ -65,17 +72,26 @@ def test_a_recorded_attempt_is_not_run_again(small_paths):
     assert first == second
 
 
-def scripted_agent(tmp_path: Path, script: str, agent_id: str = "scripted") -> tuple[AgentSpec, Path]:
+def scripted_agent(
+    tmp_path: Path, script: str, agent_id: str = "scripted"
+) -> tuple[AgentSpec, Path]:
     code = tmp_path / f"{agent_id}-code"
     code.mkdir()
     (code / "agent.py").write_text(textwrap.dedent(script))
-    spec = AgentSpec(id=agent_id, kind="command", title="test agent", harness="test",
-                     command=("{python}", "{agent_dir}/agent.py"))
+    spec = AgentSpec(
+        id=agent_id,
+        kind="command",
+        title="test agent",
+        harness="test",
+        command=("{python}", "{agent_dir}/agent.py"),
+    )
     return spec, code
 
 
 def test_agent_that_never_finishes_times_out(small_paths, tmp_path):
-    agent, code = scripted_agent(tmp_path, """
+    agent, code = scripted_agent(
+        tmp_path,
+        """
         import os, signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if os.fork() == 0:
@@ -84,7 +100,8 @@ def test_agent_that_never_finishes_times_out(small_paths, tmp_path):
                 while True: time.sleep(1)
             os._exit(0)
         while True: time.sleep(1)
-    """)
+    """,
+    )
     record = attempt(small_paths, agent, TASKS[0], budget=2, code_dir=code)
     assert record.status == "timeout"
     assert record.wall_seconds < 2 + 3
@@ -95,9 +112,16 @@ def test_agent_that_never_finishes_times_out(small_paths, tmp_path):
     [
         ("import sys; sys.exit(0)", "no_submission", None),
         ("raise SystemExit(3)", "runtime_error", None),
-        ("import os; os.symlink('sample_submission.csv', 'submission.csv')", "invalid_submission",
-         "not_regular_file"),
-        ("open('submission.csv', 'w').write('id,wrong\\n1,2\\n')", "invalid_submission", "wrong_columns"),
+        (
+            "import os; os.symlink('sample_submission.csv', 'submission.csv')",
+            "invalid_submission",
+            "not_regular_file",
+        ),
+        (
+            "open('submission.csv', 'w').write('id,wrong\\n1,2\\n')",
+            "invalid_submission",
+            "wrong_columns",
+        ),
         ("import shutil; shutil.copy('sample_submission.csv', 'submission.csv')", "success", None),
     ],
 )
@@ -112,19 +136,24 @@ def test_outcomes_map_to_exactly_one_status(small_paths, tmp_path, script, statu
 
 def test_agent_cannot_read_private_answers_or_the_repo(small_paths, tmp_path):
     answers = prepared(small_paths, TASKS[0]).answers_path
-    agent, code = scripted_agent(tmp_path, f"""
+    agent, code = scripted_agent(
+        tmp_path,
+        f"""
         import json, os, shutil
         found = {{}}
-        for path in [{str(answers)!r}, {str(small_paths.tasks_dir / 'README.md')!r}, "../../private/answers.csv"]:
+        for path in [{str(answers)!r}, {str(small_paths.tasks_dir / "README.md")!r}, "../../private/answers.csv"]:
             try:
                 open(path).read(); found[path] = "READ"
             except OSError as exc:
                 found[path] = type(exc).__name__
         json.dump(found, open("probe.json", "w"))
         shutil.copy("sample_submission.csv", "submission.csv")
-    """)
+    """,
+    )
     record = attempt(small_paths, agent, TASKS[0], budget=20, code_dir=code)
-    probe = json.loads((small_paths.runs_dir / record.run_id / "workspace" / "probe.json").read_text())
+    probe = json.loads(
+        (small_paths.runs_dir / record.run_id / "workspace" / "probe.json").read_text()
+    )
     assert "READ" not in probe.values(), probe
 
 
@@ -132,15 +161,20 @@ def test_untrusted_agent_needs_an_explicit_flag_for_the_process_backend(small_pa
     agent, code = scripted_agent(tmp_path, "pass")
     with pytest.raises(TmlbenchError, match="unsafe-no-isolation"):
         attempt(small_paths, agent, TASKS[0], backend="process", code_dir=code)
-    record = attempt(small_paths, agent, TASKS[0], backend="process", code_dir=code, allow_unsafe=True)
+    record = attempt(
+        small_paths, agent, TASKS[0], backend="process", code_dir=code, allow_unsafe=True
+    )
     assert record.sandbox_unsafe and not record.sandbox_isolated
 
 
 def test_instructions_and_seed_reach_the_agent(small_paths, tmp_path):
-    agent, code = scripted_agent(tmp_path, """
+    agent, code = scripted_agent(
+        tmp_path,
+        """
         import json, os
         json.dump({k: v for k, v in os.environ.items()}, open("env.json", "w"))
-    """)
+    """,
+    )
     record = attempt(small_paths, agent, TASKS[0], budget=20, code_dir=code)
     workspace = small_paths.runs_dir / record.run_id / "workspace"
     env = json.loads((workspace / "env.json").read_text())

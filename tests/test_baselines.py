@@ -252,9 +252,9 @@ def test_gbm_finishes_inside_a_short_budget(tmp_path):
     workspace = _write_workspace(
         tmp_path / "mid", table, task_id="p", task_type="regression", target="count", metric="rmse"
     )
-    score, wall = run_baseline("gbm", workspace, budget=12)
+    score, wall = run_baseline("gbm", workspace, budget=20)
     check_submission(workspace)
-    assert wall < 12
+    assert wall < 20
     assert score > 0
 
 

@@ -19,8 +19,13 @@ pytestmark = pytest.mark.sandbox
 
 def tmlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "runner.cli", *args], env=env, capture_output=True, text=True,
-        timeout=600, check=False, cwd=REPO_ROOT,
+        [sys.executable, "-m", "runner.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO_ROOT,
     )
 
 
@@ -29,10 +34,15 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     suites = tmp_path / "suites"
     suites.mkdir()
     suite = {
-        "id": "mini", "title": "mini suite",
+        "id": "mini",
+        "title": "mini suite",
         "tasks": ["bank-customer-churn-ict-u-ai", "playground-series-s6e1"],
         "agents": ["baseline-constant", "baseline-linear"],
-        "budgets": [30, 60], "attempts": 2, "twin_rows": 400, "data_subdir": "mini", "runs_subdir": "mini",
+        "budgets": [30, 60],
+        "attempts": 2,
+        "twin_rows": 400,
+        "data_subdir": "mini",
+        "runs_subdir": "mini",
     }
     (suites / "mini.yaml").write_text(yaml.safe_dump(suite))
     return {
@@ -69,7 +79,11 @@ def test_bench_runs_a_suite_resumes_and_prints_the_leaderboard(cli_env, tmp_path
 
 def test_unknown_suite_and_task_errors_say_what_exists(cli_env):
     result = tmlbench(cli_env, "bench", "--suite", "nope")
-    assert result.returncode == 2 and "unknown suite 'nope'" in result.stdout and "mini" in result.stdout
+    assert (
+        result.returncode == 2
+        and "unknown suite 'nope'" in result.stdout
+        and "mini" in result.stdout
+    )
     result = tmlbench(cli_env, "tasks", "prepare", "no-such-task")
     assert result.returncode == 2 and "bank-customer-churn-ict-u-ai" in result.stdout
 

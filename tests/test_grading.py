@@ -249,6 +249,15 @@ def test_missing_id_column_case_hint(setup):
     expect_invalid("missing_id_column", write(tmp, text), task, answers, "case-sensitive", "'ID'")
 
 
+def test_very_wide_header(setup):
+    task, answers, tmp = setup
+    header = ",".join(["id", "target"] + [f"c{i}" for i in range(5000)])
+    err = expect_invalid("wrong_columns", write(tmp, header + "\n"), task, answers, "5,002 columns")
+    assert len(err.message) < 1000
+    no_id = ",".join(f"c{i}" for i in range(5000))
+    expect_invalid("missing_id_column", write(tmp, no_id + "\n"), task, answers, "'id'")
+
+
 def test_header_only(setup):
     task, answers, tmp = setup
     expect_invalid(
@@ -511,6 +520,13 @@ def test_tolerated_csv_variants(setup):
     assert result.score == (1.0 if task.task_type == "binary" else 0.0)
 
 
+def test_bare_cr_line_ends(tmp_path):
+    ids = [str(i) for i in range(2000)]
+    answers = pd.DataFrame({"id": ids, "target": [float(i) for i in range(2000)]})
+    text = csv_text(ids, [float(i) for i in range(2000)]).replace("\n", "\r")
+    assert grade_submission(write(tmp_path, text), REGRESSION, answers).score == 0.0
+
+
 def test_integer_label_predictions_are_valid_probabilities(tmp_path):
     path = write(tmp_path, csv_text(IDS, Y_BIN))
     assert grade_submission(path, BINARY, answers_df("binary")).score == 1.0
@@ -547,6 +563,9 @@ def test_broken_answers_are_harness_errors(tmp_path):
     dup = answers_df("regression", [IDS[0], *IDS[:-1]])
     with pytest.raises(HarnessError, match="duplicate ids"):
         grade_submission(sub, REGRESSION, dup)
+    text_dup = answers_df("regression", ["a", *[f"t{i}" for i in range(N - 2)], "a"])
+    with pytest.raises(HarnessError, match="duplicate ids"):
+        grade_submission(sub, REGRESSION, text_dup)
     nan_target = answers_df("regression").assign(target=np.nan)
     with pytest.raises(HarnessError, match="missing or infinite"):
         grade_submission(sub, REGRESSION, nan_target)

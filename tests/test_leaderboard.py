@@ -13,18 +13,32 @@ from runner.records import RunRecord
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def rec(agent, task, budget, minute, status="success", score=None, direction="maximize", run_id=None):
+def rec(
+    agent, task, budget, minute, status="success", score=None, direction="maximize", run_id=None
+):
     hib = None if score is None else (score if direction == "maximize" else -score)
     return RunRecord(
         run_id=run_id or f"{agent}-{task}-{budget}-{minute}",
         created_at=T0 + dt.timedelta(minutes=minute),
-        agent_id=agent, agent_kind="baseline", harness="test", harness_version="1",
-        task_id=task, metric_name="auc" if direction == "maximize" else "rmse", metric_direction=direction,
-        budget_seconds=budget, instruction_profile="standard", attempt_index=minute, seed=minute,
-        sandbox_backend="process", sandbox_isolated=False, sandbox_unsafe=False,
-        status=status, score=score if status == "success" else None,
+        agent_id=agent,
+        agent_kind="baseline",
+        harness="test",
+        harness_version="1",
+        task_id=task,
+        metric_name="auc" if direction == "maximize" else "rmse",
+        metric_direction=direction,
+        budget_seconds=budget,
+        instruction_profile="standard",
+        attempt_index=minute,
+        seed=minute,
+        sandbox_backend="process",
+        sandbox_isolated=False,
+        sandbox_unsafe=False,
+        status=status,
+        score=score if status == "success" else None,
         score_hib=hib if status == "success" else None,
-        task_spec_sha256="x", tmlbench_version="0",
+        task_spec_sha256="x",
+        tmlbench_version="0",
     )
 
 
@@ -73,11 +87,15 @@ def test_all_equal_cell_gives_half_points():
 def test_primary_score_is_best_budget_per_task_then_mean_and_ranks_share_ties():
     records = [
         # task t1: a wins at 60 s, b wins at 120 s
-        rec("a", "t1", 60, 0, score=0.9), rec("b", "t1", 60, 1, score=0.5),
-        rec("a", "t1", 120, 2, score=0.6), rec("b", "t1", 120, 3, score=0.8),
+        rec("a", "t1", 60, 0, score=0.9),
+        rec("b", "t1", 60, 1, score=0.5),
+        rec("a", "t1", 120, 2, score=0.6),
+        rec("b", "t1", 120, 3, score=0.8),
         # task t2: a wins both budgets
-        rec("a", "t2", 60, 4, score=0.9), rec("b", "t2", 60, 5, score=0.1),
-        rec("a", "t2", 120, 6, score=0.9), rec("b", "t2", 120, 7, score=0.1),
+        rec("a", "t2", 60, 4, score=0.9),
+        rec("b", "t2", 60, 5, score=0.1),
+        rec("a", "t2", 120, 6, score=0.9),
+        rec("b", "t2", 120, 7, score=0.1),
     ]
     board = compute_leaderboard(records, n=1)
     ranking = board.ranking.set_index("agent_id")
@@ -94,8 +112,10 @@ def test_primary_score_is_best_budget_per_task_then_mean_and_ranks_share_ties():
 
 def test_agents_without_full_coverage_are_listed_not_ranked():
     records = [
-        rec("a", "t", 60, 0, score=0.9), rec("a", "t", 60, 1, score=0.8),
-        rec("b", "t", 60, 2, score=0.7), rec("b", "t", 60, 3, status="runtime_error"),
+        rec("a", "t", 60, 0, score=0.9),
+        rec("a", "t", 60, 1, score=0.8),
+        rec("b", "t", 60, 2, score=0.7),
+        rec("b", "t", 60, 3, status="runtime_error"),
     ]
     board = compute_leaderboard(records, n=2)
     assert board.ranking["agent_id"].tolist() == ["a"]
@@ -105,8 +125,10 @@ def test_agents_without_full_coverage_are_listed_not_ranked():
 
 def test_success_rate_counts_every_attempt_and_each_status():
     records = [
-        rec("a", "t", 60, 0, score=0.9), rec("a", "t", 60, 1, status="timeout"),
-        rec("a", "t", 120, 2, status="invalid_submission"), rec("a", "t", 120, 3, score=0.5),
+        rec("a", "t", 60, 0, score=0.9),
+        rec("a", "t", 60, 1, status="timeout"),
+        rec("a", "t", 120, 2, status="invalid_submission"),
+        rec("a", "t", 120, 3, score=0.5),
     ]
     rates = compute_leaderboard(records, n=1).success.set_index("agent_id")
     assert rates.loc["a", "attempts"] == 4 and rates.loc["a", "success_rate"] == pytest.approx(0.5)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.prepare import prepare_from_download, prepare_twin
 from runner.registry import list_tasks, load_task
-from runner.config import REPO_ROOT
 from tests.conftest import SHARED_DATA
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -34,8 +34,14 @@ def test_preparing_twice_gives_byte_identical_files(paths, task_id):
     second = tree_digest(prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=400).root)
     assert first == second
     assert set(first) >= {
-        "public/train.csv", "public/test.csv", "public/sample_submission.csv", "public/description.md",
-        "public/manifest.json", "private/answers.csv", "private/meta.json", "private/truth.csv",
+        "public/train.csv",
+        "public/test.csv",
+        "public/sample_submission.csv",
+        "public/description.md",
+        "public/manifest.json",
+        "private/answers.csv",
+        "private/meta.json",
+        "private/truth.csv",
     }
 
 
@@ -50,7 +56,11 @@ def test_public_files_follow_the_contract(paths):
     assert list(train.columns) == [task.id_column, *task.feature_columns, task.target_column]
     assert task.target_column not in test.columns
     assert list(sample.columns) == list(task.submission.columns)
-    assert sample[task.id_column].tolist() == test[task.id_column].tolist() == answers[task.id_column].tolist()
+    assert (
+        sample[task.id_column].tolist()
+        == test[task.id_column].tolist()
+        == answers[task.id_column].tolist()
+    )
     assert not set(train[task.id_column]) & set(test[task.id_column])
     # stratified: the churn rate is the same on both sides of the split
     assert abs(train["Exited"].mean() - answers["Exited"].mean()) < 0.01
@@ -72,7 +82,9 @@ def kaggle_download_from_churn_modelling(dest: Path) -> Path:
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("train.csv", labelled.to_csv(index=False))
         zf.writestr("test.csv", unlabelled.to_csv(index=False))
-        zf.writestr("sample_submission.csv", unlabelled[["id"]].assign(Exited=0.5).to_csv(index=False))
+        zf.writestr(
+            "sample_submission.csv", unlabelled[["id"]].assign(Exited=0.5).to_csv(index=False)
+        )
     return archive
 
 
@@ -85,7 +97,10 @@ def test_prepare_from_a_kaggle_zip_of_real_data(paths, tmp_path):
     assert prepared.private_meta()["source"]["kind"] == "kaggle"
     assert "bayes_optimal_score" not in prepared.private_meta()
     first = tree_digest(prepared.root)
-    assert tree_digest(prepare_from_download(task, paths.tasks_dir, paths.data_dir, archive).root) == first
+    assert (
+        tree_digest(prepare_from_download(task, paths.tasks_dir, paths.data_dir, archive).root)
+        == first
+    )
 
 
 def test_prepare_from_an_unpacked_folder(paths, tmp_path):
@@ -112,5 +127,5 @@ def test_download_without_train_file_says_what_it_has(paths, tmp_path):
     archive = tmp_path / "empty.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("readme.txt", "nothing here")
-    with pytest.raises(TmlbenchError, match="no train.csv.*readme.txt"):
+    with pytest.raises(TmlbenchError, match=r"no train\.csv.*readme\.txt"):
         prepare_from_download(task, paths.tasks_dir, paths.data_dir, archive)

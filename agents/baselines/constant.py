@@ -21,7 +21,7 @@ def main() -> None:
     common.log(
         f"[{ctx.clock.elapsed():.1f}s] constant {final:.6g}; {tables.metric} {validation:.6f}"
     )
-    common.print_score(validation)
+    common.finish(validation)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ _ISO = re.compile(
     r"^\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$"
 )
 _OTHER_DATE = re.compile(r"^\d{1,4}[/.]\d{1,2}[/.]\d{1,4}( \d{1,2}:\d{2}(:\d{2})?)?$")
+_OTHER_FORMATS = tuple(
+    f"{day}{time}"
+    for day in ("%d/%m/%Y", "%m/%d/%Y", "%Y/%m/%d", "%d.%m.%Y", "%d/%m/%y", "%m/%d/%y")
+    for time in ("", " %H:%M", " %H:%M:%S")
+)
 _SAMPLE = 500
 
 
@@ -73,7 +78,7 @@ def _plan_text_column(
     distinct = set(sample.str.lower().unique())
     if len(distinct) == 2 and distinct <= _TRUTHY | _FALSY and distinct & _TRUTHY:
         plan.boolean.append(name)
-    elif _date_pattern(sample) is not None and parse_datetimes(sample).notna().mean() >= 0.9:
+    elif _date_format(sample) is not None and parse_datetimes(sample).notna().mean() >= 0.9:
         plan.datetime.append(name)
     elif pd.to_numeric(sample, errors="coerce").notna().mean() >= 0.95:
         plan.numeric.append(name)
@@ -83,12 +88,24 @@ def _plan_text_column(
         plan.categorical.append(name)
 
 
-def _date_pattern(sample: pd.Series) -> str | None:
+def _date_format(sample: pd.Series) -> str | None:
+    """The format a column of date strings uses, or None if it does not look like dates.
+
+    Slash and dot dates are ambiguous (day or month first), so every candidate format is
+    tried on the sample and the one that parses most of it wins.
+    """
+    if sample.empty:
+        return None
     if sample.str.match(_ISO).mean() >= 0.9:
         return "ISO8601"
-    if sample.str.match(_OTHER_DATE).mean() >= 0.9:
-        return "inferred"
-    return None
+    if sample.str.match(_OTHER_DATE).mean() < 0.9:
+        return None
+    best, best_share = None, 0.0
+    for fmt in _OTHER_FORMATS:
+        share = pd.to_datetime(sample, errors="coerce", format=fmt).notna().mean()
+        if share > best_share:
+            best, best_share = fmt, share
+    return best if best_share >= 0.9 else None
 
 
 def parse_datetimes(values: pd.Series) -> pd.Series:
@@ -97,8 +114,9 @@ def parse_datetimes(values: pd.Series) -> pd.Series:
         parsed = values
     else:
         text = values.astype("string").str.strip()
-        pattern = _date_pattern(text.dropna().head(_SAMPLE))
-        fmt = "ISO8601" if pattern == "ISO8601" else None
+        fmt = _date_format(text.dropna().head(_SAMPLE))
+        if fmt is None:
+            return pd.Series(pd.NaT, index=values.index, dtype="datetime64[ns]")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             parsed = pd.to_datetime(text, errors="coerce", format=fmt)

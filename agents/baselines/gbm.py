@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import common
 
-PROBE_ITERATIONS = 20
+PROBE_ITERATIONS = 5  # the first chunk measures the cost of an iteration
 GROWTH = 3  # each warm-start chunk is this many times the iterations done so far
 
 
@@ -91,6 +91,7 @@ def fit_candidate(
     """Early-stopped fit in growing warm-start chunks, ending by ``finish_by`` (elapsed seconds)."""
     import metrics
     import numpy as np
+    import tabular
 
     fit_index, valid_index = split
     x_fit, y_fit = frames.train.iloc[fit_index], tables.y[fit_index]
@@ -112,16 +113,11 @@ def fit_candidate(
         model.fit(x_fit, y_fit, X_val=x_valid, y_val=y_valid)
     seconds = time.monotonic() - started
     best_iter = max(1, int(np.argmax(model.validation_score_)))
-    prediction = tabular_finalize(tables, predict(model, x_valid, task_type))
+    fallback = tabular.constant_prediction(tables, y_fit)
+    prediction = tabular.finalize_predictions(tables, predict(model, x_valid, task_type), fallback)
     score = metrics.score(tables.metric, y_valid, prediction)
     per_iter_row = seconds / max(model.n_iter_, 1) / max(fit_index.size, 1)
     return FitResult(model, params, best_iter, per_iter_row, score)
-
-
-def tabular_finalize(tables, prediction):
-    import tabular
-
-    return tabular.finalize_predictions(tables, prediction, tabular.constant_prediction(tables))
 
 
 def main() -> None:
@@ -147,7 +143,7 @@ def main() -> None:
         f"[{clock.elapsed():.1f}s] constant submission written ({tables.metric} {validation:.6f})"
     )
     if not clock.can_start(2.0):
-        common.print_score(validation)
+        common.finish(validation)
         return
 
     frames = features.build_features(tables.train, tables.test)
@@ -156,7 +152,10 @@ def main() -> None:
     threads = common.limit_threads(tables.y.size)
     import sklearn.ensemble  # noqa: F401  (import cost is paid before the clock checks below)
 
-    common.log(f"tier {tier.name} (learning rate {tier.learning_rate}), {threads} thread(s)")
+    rate = tier.learning_rate
+    common.log(
+        f"[{clock.elapsed():.1f}s] tier {tier.name}, learning rate {rate}, {threads} thread(s)"
+    )
     best: FitResult | None = None
     n_all = tables.y.size
     with warnings.catch_warnings():
@@ -169,10 +168,10 @@ def main() -> None:
                 if not clock.can_start(fit_cost + refit_cost):
                     common.log(f"[{clock.elapsed():.1f}s] no time for more candidates")
                     break
-                finish_by = 0.8 * ctx.budget - refit_cost
+                finish_by = clock.deadline() - refit_cost
             else:
                 # leave room for the refit on all rows (about 1.4 times this fit)
-                finish_by = clock.elapsed() + (0.8 * ctx.budget - clock.elapsed()) / 2.4
+                finish_by = clock.elapsed() + (clock.deadline() - clock.elapsed()) / 2.4
             result = fit_candidate(ctx, tables, frames, split, params, tier, finish_by)
             common.log(
                 f"[{clock.elapsed():.1f}s] candidate {number} {params}: best iteration "
@@ -204,7 +203,7 @@ def main() -> None:
                 common.log(
                     f"[{clock.elapsed():.1f}s] skipping the refit (estimated {refit_cost:.0f}s)"
                 )
-    common.print_score(validation)
+    common.finish(validation)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def main() -> None:
             full.fit(x_train, tables.y)
             tabular.write_submission(ctx, tables, predict(full, x_test, task_type), prior)
             common.log(f"[{clock.elapsed():.1f}s] refitted on all {tables.y.size} rows")
-    common.print_score(validation)
+    common.finish(validation)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ class Tables:
 def load_tables(ctx: common.RunContext) -> Tables:
     """Read train.csv/test.csv, encode the target and resolve the metric to validate with."""
     task = ctx.task
-    train = pd.read_csv(ctx.workspace / "train.csv", low_memory=False)
-    test = pd.read_csv(ctx.workspace / "test.csv", low_memory=False)
+    ids_as_text = {task.id_column: str}  # written back verbatim (leading zeros, formatting)
+    train = pd.read_csv(ctx.workspace / "train.csv", low_memory=False, dtype=ids_as_text)
+    test = pd.read_csv(ctx.workspace / "test.csv", low_memory=False, dtype=ids_as_text)
     if task.target_column not in train.columns:
         raise SystemExit(f"train.csv has no target column {task.target_column!r}")
     train = train[train[task.target_column].notna()].reset_index(drop=True)

@@ -17,7 +17,9 @@ PROFILE_NOTES = {
 
 def render_instructions(task: TaskSpec, budget_seconds: int, profile: str, manifest: dict) -> str:
     if profile not in PROFILE_NOTES:
-        raise SpecError(f"unknown instruction profile {profile!r} (known: {', '.join(PROFILE_NOTES)})")
+        raise SpecError(
+            f"unknown instruction profile {profile!r} (known: {', '.join(PROFILE_NOTES)})"
+        )
     template = Template(files(__package__).joinpath("standard.md").read_text(encoding="utf-8"))
     probabilities = task.task_type == "binary"
     return template.substitute(
@@ -34,7 +36,9 @@ def render_instructions(task: TaskSpec, budget_seconds: int, profile: str, manif
             else f"`{task.target_column}` is a finite number."
         ),
         metric_name=task.metric.name.upper(),
-        direction_text="higher is better" if task.metric.direction == "maximize" else "lower is better",
+        direction_text="higher is better"
+        if task.metric.direction == "maximize"
+        else "lower is better",
         budget_seconds=budget_seconds,
         profile_notes=PROFILE_NOTES[profile],
     )

@@ -179,6 +179,19 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _is_ns_init(pid: int) -> bool:
+    """Is ``pid`` still a pid-namespace init (pid 1 inside), i.e. not a reused pid?"""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            ids = line.split()[1:]
+            return len(ids) > 1 and ids[-1] == "1"
+    return False
+
+
 def _exit_code(returncode: int | None) -> int | None:
     """Shell convention: killed by signal N → 128 + N (what bwrap reports too)."""
     if returncode is None:
@@ -357,6 +370,11 @@ def _run(
         # Fallback: process group and every descendant we can still see. Under bwrap,
         # killing the pid-namespace init (or bwrap itself, --die-with-parent) takes the
         # whole namespace with it.
+        _ok, child_pid, _ = _parse_status(bytes(status_buf))
+        if launch.bwrap and child_pid and _is_ns_init(child_pid):
+            # bwrap's pid-namespace init: if bwrap itself already died it was reparented
+            # away from us, and killing it is the only way to reach the namespace.
+            _kill(child_pid, signal.SIGKILL)
         for _ in range(3):
             victims = descendants(proc.pid)
             for pid in victims:
