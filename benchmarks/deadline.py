@@ -68,9 +68,9 @@ def main() -> None:
     ap.add_argument("--wall", type=float, default=1.0)
     ap.add_argument("--grace", type=float, default=1.0)
     args = ap.parse_args()
-    from sandbox_overhead import machine  # same folder
+    from machine import describe_machine  # same folder
 
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     print(f"runs: {args.runs}, budget {args.wall} s, grace {args.grace} s\n")
     with tempfile.TemporaryDirectory(prefix="tmlbench-deadline-") as tmp:
         for name in ("bwrap", "process"):

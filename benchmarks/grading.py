@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -37,6 +35,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import describe_machine  # noqa: E402  (benchmarks/machine.py)
 
 from runner.grading import grade_submission, load_answers  # noqa: E402
 from runner.specs import TaskSpec  # noqa: E402
@@ -117,19 +117,6 @@ print(json.dumps(out))
 """
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        model = platform.processor() or model
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {os.cpu_count()} cores ({usable} usable), Python {platform.python_version()}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -183,7 +170,7 @@ def main() -> int:
         f"{max_rss_mb():.0f} MB); {result.metric}={result.score:.6g}; "
         f"targets <= {TIME_TARGET_S:g} s, <= {MEM_TARGET_MB:g} MB: {'PASS' if ok else 'FAIL'}"
     )
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     return 0 if ok else 1
 
 

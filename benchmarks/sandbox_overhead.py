@@ -8,8 +8,6 @@ Target: bwrap adds at most 100 ms (median) to an empty agent.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -17,23 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe_machine  # benchmarks/machine.py
+
 from runner.sandbox import SandboxLimits, SandboxRequest, cgroups, get_sandbox
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ok, why = cgroups.available()
-    return (
-        f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, cgroups v1: {'yes' if ok else 'no (' + why + ')'}"
-    )
 
 
 def time_bare(argv: list[str], cwd: Path, runs: int) -> list[float]:
@@ -81,7 +65,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=30)
     args = ap.parse_args()
-    print(f"machine: {machine()}")
+    ok, why = cgroups.available()
+    print(f"machine: {describe_machine()}; cgroups v1: {'yes' if ok else 'no (' + why + ')'}")
     print(f"runs per cell: {args.runs}; times are medians (p90 in brackets), ms\n")
     with tempfile.TemporaryDirectory(prefix="tmlbench-bench-") as tmp:
         root = Path(tmp)
