@@ -27,6 +27,7 @@ class Tier:
     learning_rate: float
     max_iter: int
     candidates: tuple[dict, ...]
+    refine: bool = False  # finally retry the best candidate at a third of the learning rate
 
 
 _SHAPES = (
@@ -42,14 +43,15 @@ def choose_tier(budget: float) -> Tier:
     if budget < 450:
         return Tier("quick", 0.1, 600, _SHAPES[:3])
     if budget < 900:
-        return Tier("good", 0.05, 1500, _SHAPES[:4])
-    return Tier("thorough", 0.03, 3000, _SHAPES)
+        return Tier("good", 0.05, 1500, _SHAPES[:4], refine=True)
+    return Tier("thorough", 0.03, 3000, _SHAPES, refine=True)
 
 
 @dataclass
 class FitResult:
     model: object
     params: dict
+    learning_rate: float
     best_iter: int
     seconds_per_iter_row: float  # measured training cost, to size later fits
     score: float
@@ -86,7 +88,7 @@ def predict(model, frame, task_type: str):
 
 
 def fit_candidate(
-    ctx, tables, frames, split, params: dict, tier: Tier, finish_by: float
+    ctx, tables, frames, split, params: dict, learning_rate: float, max_iter: int, finish_by: float
 ) -> FitResult:
     """Early-stopped fit in growing warm-start chunks, ending by ``finish_by`` (elapsed seconds)."""
     import metrics
@@ -97,15 +99,13 @@ def fit_candidate(
     x_fit, y_fit = frames.train.iloc[fit_index], tables.y[fit_index]
     x_valid, y_valid = frames.train.iloc[valid_index], tables.y[valid_index]
     task_type = tables.task.task_type
-    model = new_model(
-        task_type, params, tier.learning_rate, PROBE_ITERATIONS, ctx.seed, stop_early=True
-    )
+    model = new_model(task_type, params, learning_rate, PROBE_ITERATIONS, ctx.seed, stop_early=True)
     started = time.monotonic()
     model.fit(x_fit, y_fit, X_val=x_valid, y_val=y_valid)
-    while model.n_iter_ >= model.max_iter and model.max_iter < tier.max_iter:
+    while model.n_iter_ >= model.max_iter and model.max_iter < max_iter:
         per_iter = (time.monotonic() - started) / model.n_iter_
         affordable = int((finish_by - ctx.clock.elapsed()) / per_iter) - 1
-        target = min(tier.max_iter, model.n_iter_ * (GROWTH + 1), model.n_iter_ + affordable)
+        target = min(max_iter, model.n_iter_ * (GROWTH + 1), model.n_iter_ + affordable)
         if target <= model.n_iter_:
             common.log("  iteration budget reached; keeping the model as is")
             break
@@ -117,7 +117,7 @@ def fit_candidate(
     prediction = tabular.finalize_predictions(tables, predict(model, x_valid, task_type), fallback)
     score = metrics.score(tables.metric, y_valid, prediction)
     per_iter_row = seconds / max(model.n_iter_, 1) / max(fit_index.size, 1)
-    return FitResult(model, params, best_iter, per_iter_row, score)
+    return FitResult(model, params, learning_rate, best_iter, per_iter_row, score)
 
 
 def main() -> None:
@@ -160,11 +160,13 @@ def main() -> None:
     n_all = tables.y.size
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for number, params in enumerate(tier.candidates):
+        queue = [(params, tier.learning_rate) for params in tier.candidates]
+        for number, (params, rate) in enumerate(queue):
             if best is not None:
                 # the next candidate and the final refit must both fit in the remaining time
                 refit_cost = best.seconds_per_iter_row * n_all * best.best_iter * 1.2
-                fit_cost = best.seconds_per_iter_row * fit_index.size * best.best_iter * 2.0
+                slower = best.learning_rate / rate
+                fit_cost = best.seconds_per_iter_row * fit_index.size * best.best_iter * 2 * slower
                 if not clock.can_start(fit_cost + refit_cost):
                     common.log(f"[{clock.elapsed():.1f}s] no time for more candidates")
                     break
@@ -172,9 +174,10 @@ def main() -> None:
             else:
                 # leave room for the refit on all rows (about 1.4 times this fit)
                 finish_by = clock.elapsed() + (clock.deadline() - clock.elapsed()) / 2.4
-            result = fit_candidate(ctx, tables, frames, split, params, tier, finish_by)
+            max_iter = round(tier.max_iter * tier.learning_rate / rate)
+            result = fit_candidate(ctx, tables, frames, split, params, rate, max_iter, finish_by)
             common.log(
-                f"[{clock.elapsed():.1f}s] candidate {number} {params}: best iteration "
+                f"[{clock.elapsed():.1f}s] candidate {number} {params} rate {rate:.3g}: best iteration "
                 f"{result.best_iter}, {tables.metric} {result.score:.6f}"
             )
             if metrics.better(result.score, best.score if best else None, tables.direction):
@@ -183,6 +186,8 @@ def main() -> None:
                 tabular.write_submission(
                     ctx, tables, predict(best.model, frames.test, task_type), prior
                 )
+            if tier.refine and number == len(tier.candidates) - 1 and best is not None:
+                queue.append((best.params, best.learning_rate / 3))
 
         if best is not None:
             iterations = math.ceil(best.best_iter * 1.1) + 1
@@ -191,7 +196,7 @@ def main() -> None:
                 final = new_model(
                     task_type,
                     best.params,
-                    tier.learning_rate,
+                    best.learning_rate,
                     iterations,
                     ctx.seed,
                     stop_early=False,
