@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy.special import ndtr
 
 from runner.errors import SpecError
 
@@ -50,3 +52,13 @@ def load_generator(path: Path) -> Generator:
             f"{path}: must define generate(n_rows: int, seed: int) -> runner.twins.Twin"
         )
     return generate
+
+
+def clipped_normal_mean(mu: np.ndarray, sd: float, lo: float, hi: float) -> np.ndarray:
+    """E[clip(mu + N(0, sd²), lo, hi)]: the Bayes-optimal prediction of a clipped noisy target."""
+    a, b = (lo - mu) / sd, (hi - mu) / sd
+
+    def pdf(z: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+
+    return lo * ndtr(a) + hi * (1 - ndtr(b)) + mu * (ndtr(b) - ndtr(a)) + sd * (pdf(a) - pdf(b))

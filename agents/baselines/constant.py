@@ -16,8 +16,7 @@ def main() -> None:
     value = tabular.constant_prediction(tables, tables.y[fit_index])
     y_valid = tables.y[valid_index]
     validation = metrics.score(tables.metric, y_valid, np.full(y_valid.size, value))
-    final = tabular.constant_prediction(tables)
-    tabular.write_submission(ctx, tables, np.full(len(tables.test_ids), final), final)
+    final = tabular.write_prior_submission(ctx, tables)
     common.log(
         f"[{ctx.clock.elapsed():.1f}s] constant {final:.6g}; {tables.metric} {validation:.6f}"
     )

@@ -130,9 +130,7 @@ def main() -> None:
     clock = ctx.clock
     tables = tabular.load_tables(ctx)
     task_type = tables.task.task_type
-    prior = tabular.constant_prediction(tables)
-    n_test = len(tables.test_ids)
-    tabular.write_submission(ctx, tables, np.full(n_test, prior), prior)
+    prior = tabular.write_prior_submission(ctx, tables)
     split = tabular.split_indices(tables.y, task_type, ctx.seed)
     fit_index, valid_index = split
     fit_prior = tabular.constant_prediction(tables, tables.y[fit_index])

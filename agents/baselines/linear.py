@@ -84,14 +84,12 @@ def main() -> None:
     ctx = common.start()
     import features
     import metrics
-    import numpy as np
     import tabular
 
     clock = ctx.clock
     tables = tabular.load_tables(ctx)
     task_type = tables.task.task_type
-    prior = tabular.constant_prediction(tables)
-    tabular.write_submission(ctx, tables, np.full(len(tables.test_ids), prior), prior)
+    prior = tabular.write_prior_submission(ctx, tables)
     frames = features.build_features(tables.train, tables.test)
     common.log(f"[{clock.elapsed():.1f}s] features: {features.describe(frames)}")
     x_train, x_test, numeric, categorical = linear_inputs(frames)

@@ -98,6 +98,13 @@ def write_submission(
     common.write_atomic(ctx.submission_path, write)
 
 
+def write_prior_submission(ctx: common.RunContext, tables: Tables) -> float:
+    """Replace the placeholder with the training prior or mean; returns that constant."""
+    prior = constant_prediction(tables)
+    write_submission(ctx, tables, np.full(len(tables.test_ids), prior), prior)
+    return prior
+
+
 def constant_prediction(tables: Tables, y: np.ndarray | None = None) -> float:
     """The training prior (binary) or mean (regression; the median when validated by MAE)."""
     y = tables.y if y is None else y

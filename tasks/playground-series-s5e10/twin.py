@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtr
 
-from runner.twins import Twin
+from runner.twins import Twin, clipped_normal_mean
 
 FEATURES = (
     "road_type", "num_lanes", "curvature", "speed_limit", "lighting", "weather",
@@ -44,12 +43,6 @@ WEATHER = np.array(["clear", "rainy", "foggy"])
 TIMES = np.array(["morning", "afternoon", "evening"])
 NOISE_SD = 0.056
 MISSING = {"curvature": 0.02, "lighting": 0.012, "weather": 0.015}
-
-
-def _clipped_normal_mean(mu: np.ndarray, sd: float, lo: float, hi: float) -> np.ndarray:
-    a, b = (lo - mu) / sd, (hi - mu) / sd
-    pdf = lambda z: np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)  # noqa: E731
-    return lo * ndtr(a) + hi * (1 - ndtr(b)) + mu * (ndtr(b) - ndtr(a)) + sd * (pdf(a) - pdf(b))
 
 
 def generate(n_rows: int, seed: int) -> Twin:
@@ -101,7 +94,7 @@ def generate(n_rows: int, seed: int) -> Twin:
         + 0.01 * public
         + 0.045 * np.minimum(accidents, 4) + 0.01 * np.clip(accidents - 4, 0, None)
     )  # fmt: skip
-    truth = _clipped_normal_mean(mu, NOISE_SD, 0.0, 1.0)
+    truth = clipped_normal_mean(mu, NOISE_SD, 0.0, 1.0)
     target = np.round(np.clip(mu + rng.normal(0, NOISE_SD, n), 0.0, 1.0), 2)
 
     def cat(values: np.ndarray, idx: np.ndarray, missing: np.ndarray | None = None) -> np.ndarray:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtr
 
-from runner.twins import Twin
+from runner.twins import Twin, clipped_normal_mean
 
 FEATURES = (
     "age", "gender", "course", "study_hours", "class_attendance", "internet_access",
@@ -42,12 +41,6 @@ LO, HI = 19.6, 100.0
 NOISE_SD = 8.8
 INTERCEPT = 22.0  # sets the mean score to about 62
 MISSING = {"sleep_hours": 0.02, "class_attendance": 0.015, "facility_rating": 0.02}
-
-
-def _clipped_normal_mean(mu: np.ndarray, sd: float, lo: float, hi: float) -> np.ndarray:
-    a, b = (lo - mu) / sd, (hi - mu) / sd
-    pdf = lambda z: np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)  # noqa: E731
-    return lo * ndtr(a) + hi * (1 - ndtr(b)) + mu * (ndtr(b) - ndtr(a)) + sd * (pdf(a) - pdf(b))
 
 
 def generate(n_rows: int, seed: int) -> Twin:
@@ -93,7 +86,7 @@ def generate(n_rows: int, seed: int) -> Twin:
         + COURSE_EFF[course]
         + 0.25 * (age - 20)
     )  # fmt: skip
-    truth = _clipped_normal_mean(mu, NOISE_SD, LO, HI)
+    truth = clipped_normal_mean(mu, NOISE_SD, LO, HI)
     score = np.round(np.clip(mu + rng.normal(0, NOISE_SD, n), LO, HI), 1)
 
     def cat(values: np.ndarray, idx: np.ndarray, missing: np.ndarray | None = None) -> np.ndarray:
