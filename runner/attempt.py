@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import functools
 import hashlib
 import re
 import shutil
 import subprocess
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from runner.specs import AgentSpec, TaskSpec
 
 GIB = 1024**3
+LOCK_FILE = ".lock"
 LOCAL_SCORE = re.compile(
     r"^\s*local_validation_score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
 )
@@ -83,28 +87,55 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
     Never raises for anything the agent does; a fault of the harness becomes a record with
     status ``harness_error`` (unless even the record cannot be written).
     """
-    previous = existing_record(ctx.runs_dir, plan.run_id)
-    if previous is not None:
-        return previous
     if not ctx.sandbox.isolated and not plan.agent.trusted and not ctx.allow_unsafe:
         raise TmlbenchError(
             f"agent {plan.agent.id} is not a trusted built-in and the {ctx.sandbox.name!r} backend does "
-            "not isolate it; use --backend bwrap (or docker), or pass --unsafe-no-isolation to accept the risk"
+            "not isolate it; use --backend bwrap, or pass --unsafe-no-isolation to accept the risk"
         )
     run_dir = ctx.runs_dir / plan.run_id
-    if run_dir.exists():  # left over by a harness that died mid-attempt: start it again cleanly
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    created_at = _now()
-    base = _record_base(plan, ctx, created_at)
-    try:
-        outcome = _execute(plan, ctx, run_dir)
-    except Exception as exc:  # a harness fault is recorded, never blamed on the agent
-        (run_dir / "harness_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-        outcome = {"status": "harness_error", "error_message": f"{type(exc).__name__}: {exc}"}
-    record = RunRecord(**base, **outcome, finished_at=_now())
-    write_record(run_dir, record)
-    return record
+    with _claimed(run_dir, plan.run_id):
+        previous = existing_record(ctx.runs_dir, plan.run_id)
+        if previous is not None:
+            return previous
+        _clear_leftovers(run_dir)
+        base = _record_base(plan, ctx, _now())
+        try:
+            outcome = _execute(plan, ctx, run_dir)
+        except Exception as exc:  # a harness fault is recorded, never blamed on the agent
+            (run_dir / "harness_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+            outcome = {"status": "harness_error", "error_message": f"{type(exc).__name__}: {exc}"}
+        record = RunRecord(**base, **outcome, finished_at=_now())
+        write_record(run_dir, record)
+        return record
+
+
+@contextmanager
+def _claimed(run_dir: Path, run_id: str) -> Iterator[None]:
+    """Hold the run folder's lock, so two harness processes never run the same attempt.
+
+    The kernel drops the lock when its holder dies, so a folder that is unlocked and has no
+    record was left by a harness that died mid-attempt.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / LOCK_FILE).open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise TmlbenchError(
+                f"attempt {run_id} is being run by another tmlbench process"
+            ) from exc
+        yield
+
+
+def _clear_leftovers(run_dir: Path) -> None:
+    """Remove what a dead harness left of an unfinished attempt, so it starts again cleanly."""
+    for path in run_dir.iterdir():
+        if path.name == LOCK_FILE:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path) -> dict:

@@ -28,11 +28,11 @@ from runner.registry import (
     task_spec_sha256,
 )
 from runner.render import render_leaderboard
-from runner.sandbox import get_sandbox
+from runner.sandbox import BACKENDS, get_sandbox
 
 # Piped output (CI logs, `make run | tee`) gets a wide fixed width instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 150)
-BACKENDS = click.Choice(["bwrap", "process"])
+BACKEND_CHOICE = click.Choice(BACKENDS)
 
 
 @click.group()
@@ -152,7 +152,7 @@ def agents_list(paths: Paths) -> None:
     "--attempt", "attempt_index", type=click.IntRange(min=0), default=0, show_default=True
 )
 @click.option("--profile", default="standard", show_default=True, help="Instruction profile.")
-@click.option("--backend", type=BACKENDS, default="bwrap", show_default=True)
+@click.option("--backend", type=BACKEND_CHOICE, default="bwrap", show_default=True)
 @click.option(
     "--unsafe-no-isolation", is_flag=True, help="Allow an untrusted agent on the process backend."
 )
@@ -194,7 +194,7 @@ def run_cmd(
 @click.option(
     "--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml)."
 )
-@click.option("--backend", type=BACKENDS, default="bwrap", show_default=True)
+@click.option("--backend", type=BACKEND_CHOICE, default="bwrap", show_default=True)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -185,3 +187,47 @@ def test_instructions_and_seed_reach_the_agent(small_paths, tmp_path):
     assert not (workspace / "train.csv").exists()  # copied inputs are dropped after grading
     sample = pd.read_csv(workspace / "sample_submission.csv")
     assert len(sample) > 0
+
+
+def test_leftovers_of_a_dead_harness_are_cleared_and_the_attempt_rerun(small_paths):
+    agent = load_agent(small_paths.agents_dir, "baseline-constant")
+    run_dir = (
+        small_paths.runs_dir
+        / AttemptPlan(agent, load_task(small_paths.tasks_dir, TASKS[0]), 60, 0).run_id
+    )
+    (run_dir / "workspace").mkdir(parents=True)
+    (run_dir / "workspace" / "submission.csv").write_text("stale")
+    (run_dir / "stdout.log").write_text("stale")
+    record = attempt(small_paths, agent, TASKS[0])
+    assert record.status == "success"
+    assert "stale" not in (run_dir / "stdout.log").read_text()
+
+
+def test_an_attempt_held_by_another_process_is_not_run_twice(small_paths):
+    agent = load_agent(small_paths.agents_dir, "baseline-constant")
+    run_dir = (
+        small_paths.runs_dir
+        / AttemptPlan(agent, load_task(small_paths.tasks_dir, TASKS[0]), 60, 0).run_id
+    )
+    run_dir.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+            str(run_dir / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(TmlbenchError, match="being run by another tmlbench process"):
+            attempt(small_paths, agent, TASKS[0])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (
+        attempt(small_paths, agent, TASKS[0]).status == "success"
+    )  # the lock died with its holder
