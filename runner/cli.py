@@ -31,7 +31,7 @@ from runner.render import render_leaderboard
 from runner.sandbox import BACKENDS, get_sandbox
 
 # Piped output (CI logs, `make run | tee`) gets a wide fixed width instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 150)
+console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
 BACKEND_CHOICE = click.Choice(BACKENDS)
 
 
@@ -78,6 +78,11 @@ def tasks_list(paths: Paths) -> None:
 @click.option(
     "--rows", type=click.IntRange(min=50), help="Twin size (default: the competition's size)."
 )
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True, max=1),
+    help="Twin size as a share of the competition's size, e.g. 0.01.",
+)
 @click.option("--seed", type=int, help="Twin generator seed (default: the task's).")
 @click.pass_obj
 def tasks_prepare(
@@ -86,6 +91,7 @@ def tasks_prepare(
     all_tasks: bool,
     download: Path | None,
     rows: int | None,
+    scale: float | None,
     seed: int | None,
 ) -> None:
     """Prepare TASK_IDS: public files for agents, private answers for grading."""
@@ -93,6 +99,8 @@ def tasks_prepare(
         task_ids = tuple(t.id for t in list_tasks(paths.tasks_dir))
     if not task_ids:
         raise TmlbenchError("name at least one task (see: tmlbench tasks list) or pass --all")
+    if rows and scale:
+        raise TmlbenchError("pass --rows or --scale, not both")
     if download and len(task_ids) != 1:
         raise TmlbenchError("--from prepares one task at a time: name exactly one task")
     for task_id in task_ids:
@@ -101,7 +109,9 @@ def tasks_prepare(
             if download:
                 prepared = prepare_from_download(task, paths.tasks_dir, paths.data_dir, download)
             else:
-                prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=rows, seed=seed)
+                prepared = prepare_twin(
+                    task, paths.tasks_dir, paths.data_dir, rows=rows, scale=scale, seed=seed
+                )
         console.print(
             f"[green]prepared[/] {task_id} → {prepared.root} ({_prepared_label(prepared)})"
         )

@@ -25,6 +25,8 @@ from runner.specs import TaskSpec
 from runner.twins import load_generator
 
 MANIFEST_SCHEMA_VERSION = 1
+# Fewer rows cannot be split 80/20 with both classes on both sides reliably.
+MIN_TWIN_ROWS = 50
 PUBLIC_FILES = ("train.csv", "test.csv", "sample_submission.csv", "description.md")
 
 
@@ -82,15 +84,24 @@ def prepare_twin(
     data_dir: Path,
     rows: int | None = None,
     seed: int | None = None,
+    scale: float | None = None,
 ) -> PreparedTask:
-    """Generate the task's offline twin (``rows`` defaults to the competition's size) and prepare it."""
+    """Generate the task's offline twin and prepare it.
+
+    Size: ``rows``, else ``scale`` × the competition's size, else the competition's size.
+    """
     if task.source.twin is None:
         raise TmlbenchError(
             f"task {task.id} has no offline twin; prepare it with --from <Kaggle download>"
         )
     twin_spec = task.source.twin
     generate = load_generator(task_dir(tasks_dir, task.id) / twin_spec.generator)
-    rows = rows or twin_spec.default_rows
+    if rows is None:
+        rows = (
+            max(MIN_TWIN_ROWS, round(twin_spec.default_rows * scale))
+            if scale
+            else twin_spec.default_rows
+        )
     seed = twin_spec.seed if seed is None else seed
     twin = generate(rows, seed)
     _check_columns(task, twin.table, f"twin generator of {task.id}")

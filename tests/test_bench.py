@@ -92,3 +92,15 @@ def test_cpu_pool_hands_out_disjoint_cpus():
     pool = CpuPool([0, 1, 2])
     with pool.take(2) as first, pool.take(1) as second:
         assert set(first.split(",")).isdisjoint(second.split(","))
+
+
+def test_prepare_by_scale_and_list_show_the_prepared_twin(cli_env, tmp_path):
+    result = tmlbench(cli_env, "tasks", "prepare", "playground-series-s6e1", "--scale", "0.001")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "504 train / 126 test" in result.stdout  # 0.1 % of 630,000 rows, split 80/20
+    listing = tmlbench(cli_env, "tasks", "list")
+    assert "504 train / 126 test, bayes" in listing.stdout
+    both = tmlbench(
+        cli_env, "tasks", "prepare", "playground-series-s6e1", "--scale", "0.1", "--rows", "99"
+    )
+    assert both.returncode == 2 and "not both" in both.stdout
