@@ -98,9 +98,10 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
         if previous is not None:
             return previous
         _clear_leftovers(run_dir)
-        base = _record_base(plan, ctx, _now())
+        limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
+        base = _record_base(plan, ctx, limits, _now())
         try:
-            outcome = _execute(plan, ctx, run_dir)
+            outcome = _execute(plan, ctx, run_dir, limits)
         except Exception as exc:  # a harness fault is recorded, never blamed on the agent
             (run_dir / "harness_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
             outcome = {"status": "harness_error", "error_message": f"{type(exc).__name__}: {exc}"}
@@ -138,7 +139,7 @@ def _clear_leftovers(run_dir: Path) -> None:
             path.unlink()
 
 
-def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path) -> dict:
+def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: SandboxLimits) -> dict:
     workspace = run_dir / WORKSPACE_DIR
     instructions = _make_workspace(plan, ctx.prepared, workspace)
     agent_dir = ctx.agent_code_dir or _empty_dir(run_dir / ".agent")
@@ -153,7 +154,6 @@ def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path) -> dict:
         "instructions": f"{paths.workspace}/INSTRUCTIONS.md",
     }
     command = [part.format(**fields) for part in plan.agent.command]
-    limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
     request = SandboxRequest(
         command=command,
         workspace=workspace,
@@ -294,8 +294,9 @@ def _local_score(stdout_path: Path) -> float | None:
     return score
 
 
-def _record_base(plan: AttemptPlan, ctx: AttemptContext, created_at: dt.datetime) -> dict:
-    limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
+def _record_base(
+    plan: AttemptPlan, ctx: AttemptContext, limits: SandboxLimits, created_at: dt.datetime
+) -> dict:
     manifest_sha = ctx.prepared.manifest_sha256() if ctx.prepared.manifest_path.is_file() else None
     return {
         "run_id": plan.run_id,
