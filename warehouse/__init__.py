@@ -1,0 +1,1 @@
+"""The DuckDB warehouse: raw schema DDL, the run-record loader, importers, SQL access."""

@@ -1,0 +1,103 @@
+-- The raw schema: what the loader writes and dbt's sources read. Applied idempotently
+-- (every statement is IF NOT EXISTS). One row per attempt in raw.runs, keyed by run_id;
+-- columns mirror runner.records.RunRecord field for field, plus load bookkeeping.
+create schema if not exists raw;
+
+create table if not exists raw.runs (
+    run_id                  varchar primary key,
+    schema_version          integer not null,
+    created_at              timestamptz not null,
+    finished_at             timestamptz,
+    suite_id                varchar,
+
+    agent_id                varchar not null,
+    agent_kind              varchar not null,
+    harness                 varchar not null,
+    harness_version         varchar not null,
+    provider                varchar,
+    model_id                varchar,
+
+    task_id                 varchar not null,
+    metric_name             varchar not null,
+    metric_direction        varchar not null check (metric_direction in ('maximize', 'minimize')),
+    budget_seconds          integer not null check (budget_seconds > 0),
+    instruction_profile     varchar not null,
+    attempt_index           integer not null,
+    seed                    bigint not null,
+
+    sandbox_backend         varchar not null,
+    sandbox_isolated        boolean not null,
+    sandbox_unsafe          boolean not null,
+    cpuset                  varchar,
+    memory_limit_bytes      bigint,
+    pids_limit              integer,
+    disk_limit_bytes        bigint,
+
+    status                  varchar not null check (status in (
+        'success', 'invalid_submission', 'no_submission', 'timeout',
+        'runtime_error', 'provider_error', 'harness_error')),
+    score                   double,
+    score_hib               double,
+    validation_code         varchar,
+    validation_message      varchar,
+    error_message           varchar,
+    local_validation_score  double,
+
+    wall_seconds            double,
+    cpu_seconds             double,
+    peak_memory_bytes       bigint,
+    exit_code               integer,
+    limit_exceeded          varchar,
+
+    tokens_in               bigint,
+    tokens_out              bigint,
+    cost_usd                double,
+
+    task_spec_sha256        varchar not null,
+    public_manifest_sha256  varchar,
+    instructions_sha256     varchar,
+    tmlbench_version        varchar not null,
+    git_sha                 varchar,
+
+    stdout_path             varchar,
+    stderr_path             varchar,
+    transcript_path         varchar,
+    submission_path         varchar,
+
+    -- load bookkeeping (not part of the record)
+    source                  varchar not null,  -- 'tmlbench', or 'tml-bench' for imported results
+    source_path             varchar,           -- the record file (or database) it came from
+    record_sha256           varchar not null,  -- content hash: same run_id + same hash = unchanged
+    loaded_at               timestamptz not null,
+    check (status = 'success' or (score is null and score_hib is null))
+);
+
+create table if not exists raw.tasks (
+    task_id                 varchar primary key,
+    title                   varchar not null,
+    task_type               varchar not null,
+    metric_name             varchar not null,
+    metric_direction        varchar not null check (metric_direction in ('maximize', 'minimize')),
+    id_column               varchar not null,
+    target_column           varchar not null,
+    start_date              date,
+    kaggle_competition      varchar,
+    twin_default_rows       integer,
+    spec_sha256             varchar,
+    loaded_at               timestamptz not null
+);
+
+create table if not exists raw.agents (
+    agent_id                varchar primary key,
+    kind                    varchar not null,
+    title                   varchar,
+    harness                 varchar,
+    harness_version         varchar,
+    provider                varchar,
+    model_id                varchar,
+    knowledge_cutoff        date,
+    price_in_per_mtok_usd   double,  -- USD per million input tokens, where known
+    price_out_per_mtok_usd  double,
+    source                  varchar not null,  -- 'spec' (agents/*.yaml) or 'tml-bench' (imported)
+    loaded_at               timestamptz not null
+);
