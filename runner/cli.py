@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
@@ -278,6 +279,19 @@ def _print_leaderboard(suite_id: str, paths: Paths, n: int = 5) -> None:
         )
     settings = [(a, t, b) for a in suite.agents for t in suite.tasks for b in suite.budgets]
     render_leaderboard(console, suite, compute_leaderboard(records, n, settings))
+
+
+def _add_plugin_commands(group: click.Group) -> None:
+    """Commands other components contribute (entry points in group ``tmlbench.commands``).
+
+    The engine never imports them by name: the warehouse and orchestration build on the
+    runner, not the other way round.
+    """
+    for entry_point in entry_points(group="tmlbench.commands"):
+        group.add_command(entry_point.load(), entry_point.name)
+
+
+_add_plugin_commands(cli)
 
 
 def main() -> None:
