@@ -1,0 +1,32 @@
+-- The counted attempts: the first N successes of each setting (agent, task, budget),
+-- ordered by created_at and then run_id. Later successes and failures never count.
+with
+
+successes as (
+
+    select
+        agent_id,
+        task_id,
+        budget_seconds,
+        run_id,
+        created_at,
+        score,
+        score_hib,
+        row_number() over (
+            partition by agent_id, task_id, budget_seconds
+            order by created_at, run_id
+        ) as success_index
+
+    from {{ ref('stg_raw__runs') }}
+    where status = 'success'
+
+),
+
+counted as (
+
+    select * from successes
+    where success_index <= {{ var('counted_successes') }}
+
+)
+
+select * from counted

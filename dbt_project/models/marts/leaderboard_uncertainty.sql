@@ -1,0 +1,47 @@
+-- Per covered agent: the bootstrap's 95% interval of the primary (best_budget) score and
+-- the probability of ranking first (var bootstrap_replicates replicates, var bootstrap_seed).
+with
+
+replicates as (
+
+    select * from {{ ref('int_bootstrap_scores') }}
+
+),
+
+leaderboard as (
+
+    select * from {{ ref('leaderboard') }}
+    where variant = 'best_budget'
+
+),
+
+intervals as (
+
+    select
+        agent_id,
+        quantile_cont(score, 0.025) as score_low,
+        quantile_cont(score, 0.975) as score_high,
+        avg(case when rank = 1 then 1.0 else 0.0 end) as p_rank_1,
+        count(*) as replicates
+
+    from replicates
+    group by agent_id
+
+),
+
+final as (
+
+    select
+        leaderboard.agent_id,
+        leaderboard.score::double as score,
+        intervals.score_low::double as score_low,
+        intervals.score_high::double as score_high,
+        intervals.p_rank_1::double as p_rank_1,
+        intervals.replicates::bigint as replicates
+
+    from leaderboard
+    inner join intervals on leaderboard.agent_id = intervals.agent_id
+
+)
+
+select * from final

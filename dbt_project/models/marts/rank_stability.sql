@@ -1,0 +1,23 @@
+-- Per covered agent: mean and sample standard deviation (n − 1) of its task ranks.
+with
+
+task_ranks as (
+
+    select * from {{ ref('task_ranks') }}
+
+),
+
+stability as (
+
+    select
+        agent_id,
+        avg(rank)::double as mean_rank,
+        stddev_samp(rank)::double as rank_std,
+        count(*)::bigint as n_tasks
+
+    from task_ranks
+    group by agent_id
+
+)
+
+select * from stability

@@ -1,0 +1,28 @@
+-- Per setting (agent, task, budget): successes ÷ attempts and one count per status.
+with
+
+runs as (
+
+    select * from {{ ref('stg_raw__runs') }}
+
+),
+
+rates as (
+
+    select
+        agent_id,
+        task_id,
+        budget_seconds,
+        count(*)::bigint as attempts,
+        count(*) filter (where status = 'success')::bigint as successes,
+        (count(*) filter (where status = 'success') / count(*))::double as success_rate,
+        {%- for status in run_statuses() %}
+        count(*) filter (where status = '{{ status }}')::bigint as n_{{ status }}{{ "," if not loop.last }}
+        {%- endfor %}
+
+    from runs
+    group by agent_id, task_id, budget_seconds
+
+)
+
+select * from rates

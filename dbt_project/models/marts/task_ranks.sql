@@ -1,0 +1,30 @@
+-- Per (agent, task): the best normalized points over budgets and the agent's rank on the task.
+with
+
+points as (
+
+    select * from {{ ref('normalized_scores') }}
+
+),
+
+best as (
+
+    select agent_id, task_id, max(points)::double as best_points
+    from points
+    group by agent_id, task_id
+
+),
+
+ranked as (
+
+    select
+        agent_id,
+        task_id,
+        best_points,
+        {{ min_rank('best_points', 'task_id') }}::bigint as rank
+
+    from best
+
+)
+
+select * from ranked

@@ -1,0 +1,64 @@
+with
+
+source as (
+
+    select * from {{ source('raw', 'runs') }}
+
+),
+
+renamed as (
+
+    select
+        -- ids
+        run_id,
+        agent_id,
+        task_id,
+        suite_id,
+
+        -- setting and attempt
+        budget_seconds::integer as budget_seconds,
+        attempt_index,
+        instruction_profile,
+        agent_kind,
+        harness,
+        harness_version,
+        provider,
+        model_id,
+        sandbox_backend,
+
+        -- outcome
+        status,
+        metric_name,
+        metric_direction,
+        case when status = 'success' then score end as score,
+        -- the higher-is-better score, derived from the raw metric and its direction;
+        -- the recorded one must agree (data test in _raw__models.yml)
+        case
+            when status = 'success' and metric_direction = 'maximize' then score
+            when status = 'success' and metric_direction = 'minimize' then -score
+        end as score_hib,
+        score_hib as recorded_score_hib,
+
+        -- resources and cost
+        wall_seconds,
+        cpu_seconds,
+        peak_memory_bytes,
+        tokens_in,
+        tokens_out,
+        cost_usd,
+
+        -- provenance
+        source as load_source,
+        tmlbench_version,
+        git_sha,
+
+        -- timestamps
+        created_at,
+        finished_at,
+        loaded_at
+
+    from source
+
+)
+
+select * from renamed

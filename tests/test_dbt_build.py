@@ -1,0 +1,235 @@
+"""`dbt build` of the marts on a temporary warehouse: empty, with hand-made rows, and failing."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+from runner.errors import TmlbenchError
+from runner.records import RunRecord
+from warehouse.marts import build_marts
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+# The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.
+PUBLIC_MARTS = {
+    "setting_scores": [
+        "agent_id", "task_id", "budget_seconds", "median_score", "q1", "q3", "iqr",
+        "min_score", "max_score", "n_counted", "attempts", "successes", "median_score_hib",
+        "rel_iqr",
+    ],
+    "normalized_scores": ["agent_id", "task_id", "budget_seconds", "points"],
+    "leaderboard": ["agent_id", "variant", "score", "rank"],
+    "task_ranks": ["agent_id", "task_id", "best_points", "rank"],
+    "rank_stability": ["agent_id", "mean_rank", "rank_std"],
+    "success_rates": [
+        "agent_id", "attempts", "successes", "success_rate", "n_success",
+        "n_invalid_submission", "n_no_submission", "n_timeout", "n_runtime_error",
+        "n_provider_error", "n_harness_error",
+    ],
+    "setting_success_rates": [
+        "agent_id", "task_id", "budget_seconds", "attempts", "successes", "success_rate",
+        "n_success", "n_harness_error",
+    ],
+    "run_stability": ["agent_id", "rel_iqr"],
+    "time_scaling": ["agent_id", "budget_seconds", "mean_points"],
+    "time_scaling_monotone": ["agent_id", "curves", "monotone_curves", "share_monotone"],
+    "coverage": ["agent_id", "task_id", "budget_seconds", "successes", "missing"],
+    "contamination_flags": [
+        "agent_id", "task_id", "knowledge_cutoff", "task_start_date", "contaminated",
+    ],
+    "leaderboard_uncertainty": ["agent_id", "score_low", "score_high", "p_rank_1"],
+    "leaderboard_rank_probabilities": ["agent_id", "rank", "probability"],
+}  # fmt: skip
+
+
+# --- hand-made raw rows (also used by test_marts_crosscheck.py) ---------------------------
+
+
+def run_record(
+    agent: str,
+    task: str,
+    budget: int,
+    minute: float,
+    status: str = "success",
+    score: float | None = None,
+    direction: str = "maximize",
+    run_id: str | None = None,
+) -> RunRecord:
+    hib = None if score is None else (score if direction == "maximize" else -score)
+    ok = status == "success"
+    return RunRecord(
+        run_id=run_id or f"{agent}-{task}-{budget}-{minute}",
+        created_at=T0 + dt.timedelta(minutes=minute),
+        agent_id=agent,
+        agent_kind="baseline",
+        harness="test",
+        harness_version="1",
+        task_id=task,
+        metric_name="auc" if direction == "maximize" else "rmse",
+        metric_direction=direction,
+        budget_seconds=budget,
+        instruction_profile="standard",
+        attempt_index=int(minute),
+        seed=0,
+        sandbox_backend="process",
+        sandbox_isolated=False,
+        sandbox_unsafe=False,
+        status=status,
+        score=score if ok else None,
+        score_hib=hib if ok else None,
+        task_spec_sha256="x",
+        tmlbench_version="0",
+    )
+
+
+def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> None:
+    """Insert records into raw.runs the way the loader would (record fields + bookkeeping)."""
+    rows = [
+        {
+            **r.model_dump(),
+            "source": "test",
+            "record_sha256": "x",
+            "loaded_at": T0,
+            **overrides,
+        }
+        for r in records
+    ]
+    _insert(path, "runs", rows)
+
+
+def insert_tasks(path: Path, tasks: dict[str, tuple[str, dt.date | None]]) -> None:
+    """tasks: task_id → (metric_direction, start_date)."""
+    rows = [
+        {
+            "task_id": task_id,
+            "title": task_id,
+            "task_type": "binary",
+            "metric_name": "auc" if direction == "maximize" else "rmse",
+            "metric_direction": direction,
+            "id_column": "id",
+            "target_column": "y",
+            "start_date": start,
+            "loaded_at": T0,
+        }
+        for task_id, (direction, start) in tasks.items()
+    ]
+    _insert(path, "tasks", rows)
+
+
+def insert_agents(path: Path, cutoffs: dict[str, dt.date | None]) -> None:
+    rows = [
+        {
+            "agent_id": agent_id,
+            "kind": "baseline",
+            "knowledge_cutoff": cutoff,
+            "source": "spec",
+            "loaded_at": T0,
+        }
+        for agent_id, cutoff in cutoffs.items()
+    ]
+    _insert(path, "agents", rows)
+
+
+def _insert(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
+    from warehouse.marts import ensure_raw_schema
+
+    ensure_raw_schema(path)
+    frame = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB's replacement scan)
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"insert into raw.{table} by name select * from frame")
+
+
+def read_mart(path: Path, name: str) -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.sql(f"select * from marts.{name}").df()
+
+
+# --- tests ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dbt-artifacts")
+
+
+def _columns(path: Path) -> dict[tuple[str, str], list[str]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.sql(
+            "select table_schema, table_name, list(column_name order by ordinal_position) "
+            "from information_schema.columns group by all"
+        ).fetchall()
+    return {(schema, table): columns for schema, table, columns in rows}
+
+
+def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "fresh.duckdb"
+    result = build_marts(path, artifacts_dir=artifacts)
+
+    assert result.count("error") == result.count("fail") == 0
+    assert sum(1 for n in result.nodes if n.unique_id.startswith("unit_test.")) >= 9
+    columns = _columns(path)
+    assert not any(schema.endswith("_marts") for schema, _ in columns)
+    for mart, expected in PUBLIC_MARTS.items():
+        assert ("marts", mart) in columns, mart
+        assert set(expected) <= set(columns["marts", mart]), mart
+        assert read_mart(path, mart).empty, mart
+
+
+def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "rows.duckdb"
+    records = [
+        run_record(agent, task, budget, minute, score=base + budget / 1000 + minute / 100)
+        for agent, base in (("a", 0.5), ("b", 0.6))
+        for task in ("t1",)
+        for budget in (60, 600)
+        for minute in range(5)
+    ]
+    records.append(run_record("a", "t1", 60, 9, status="timeout"))
+    records.append(run_record("b", "t2", 60, 3, score=4.0, direction="minimize"))
+    insert_runs(path, records)
+    insert_tasks(path, {"t1": ("maximize", dt.date(2025, 6, 1))})
+    insert_agents(path, {"a": dt.date(2025, 6, 1), "b": None})
+
+    build_marts(path, artifacts_dir=artifacts)
+
+    # nobody has 5 successes on t2 at 60 s: no one is ranked, coverage says why
+    coverage = read_mart(path, "coverage").set_index(["agent_id", "task_id", "budget_seconds"])
+    assert coverage.loc[("a", "t2", 60), "missing"] == 5
+    assert coverage.loc[("b", "t2", 60), "missing"] == 4
+    assert read_mart(path, "leaderboard").empty
+    scores = read_mart(path, "setting_scores").set_index(["agent_id", "task_id", "budget_seconds"])
+    assert scores.loc[("a", "t1", 60), "median_score"] == pytest.approx(0.58)
+    assert scores.loc[("a", "t1", 60), "attempts"] == 6
+    assert scores.loc[("b", "t2", 60), "median_score_hib"] == pytest.approx(-4.0)
+    rates = read_mart(path, "success_rates").set_index("agent_id")
+    assert rates.loc["a", "success_rate"] == pytest.approx(10 / 11)
+    flags = read_mart(path, "contamination_flags").set_index("agent_id")
+    assert bool(flags.loc["a", "contaminated"]) is True
+    assert pd.isna(flags.loc["b", "contaminated"])
+
+    # drop the lone t2 attempt: both agents are covered and ranked
+    with duckdb.connect(str(path)) as con:
+        con.execute("delete from raw.runs where task_id = 't2'")
+    build_marts(path, artifacts_dir=artifacts)
+    board = read_mart(path, "leaderboard")
+    assert len(board) == 6
+    best = board[board["variant"] == "best_budget"].set_index("agent_id")
+    assert best.loc["b", "rank"] == 1 and best.loc["b", "score"] == pytest.approx(1.0)
+    uncertainty = read_mart(path, "leaderboard_uncertainty").set_index("agent_id")
+    assert uncertainty.loc["b", "p_rank_1"] == pytest.approx(1.0)
+
+
+def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "bad.duckdb"
+    bad = run_record("a", "t1", 60, 0, score=0.7)
+    insert_runs(path, [bad.model_copy(update={"score_hib": -0.7})])
+
+    with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
+        build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts)

@@ -1,0 +1,148 @@
+"""``tmlbench warehouse load``, ``tmlbench import tml-bench`` and ``tmlbench sql``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from runner.cli import cli
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+from tests.test_warehouse_import import ROWS, make_sqlite
+from tests.test_warehouse_loader import rec, write, write_raw
+from warehouse.db import connect
+
+QUERIES = REPO_ROOT / "warehouse" / "queries"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    runs = tmp_path / "runs"
+    for minute in range(3):
+        write(runs, rec(minute=minute, wall_seconds=10.0 + minute))
+    write(runs, rec(agent="b", status="invalid_submission", validation_message="missing ids"))
+    return {"TMLBENCH_RUNS_DIR": str(runs), "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb")}
+
+
+def invoke(env: dict[str, str], *args: str):
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True)
+
+
+def test_commands_are_registered_through_entry_points():
+    assert {"warehouse", "import", "sql"} <= set(cli.commands)
+
+
+def test_warehouse_load_prints_counts_and_is_idempotent(env):
+    result = invoke(env, "warehouse", "load")
+    assert result.exit_code == 0, result.output
+    assert "4 tasks, 3 agents" in result.output
+    assert "4 new, 0 unchanged, 0 rejected" in result.output
+    again = invoke(env, "warehouse", "load")
+    assert "0 new, 4 unchanged, 0 rejected" in again.output and again.exit_code == 0
+
+
+def test_warehouse_load_reports_rejections(env, tmp_path: Path):
+    bad = write_raw(Path(env["TMLBENCH_RUNS_DIR"]), "bad", "[]")
+    other = tmp_path / "other.duckdb"
+    result = invoke(env, "warehouse", "load", "--warehouse", str(other))
+    assert result.exit_code == 1
+    assert "4 new, 0 unchanged, 1 rejected" in result.output
+    assert str(bad.resolve()) in result.output.replace("\n", "")
+    assert other.is_file() and not Path(env["TMLBENCH_WAREHOUSE"]).exists()
+
+
+def test_sql_prints_a_table_and_csv(env):
+    invoke(env, "warehouse", "load")
+    result = invoke(
+        env, "sql", "select agent_id, count(*) as n from raw.runs group by 1 order by 1"
+    )
+    assert result.exit_code == 0, result.output
+    assert "agent_id" in result.output and "2 rows" in result.output
+    as_csv = invoke(
+        env, "sql", "--csv", "select agent_id, count(*) as n from raw.runs group by 1 order by 1"
+    )
+    assert list(csv.reader(io.StringIO(as_csv.output))) == [
+        ["agent_id", "n"],
+        ["a", "3"],
+        ["b", "1"],
+    ]
+
+
+def test_sql_is_read_only_unless_write(env):
+    invoke(env, "warehouse", "load")
+    result = invoke(env, "sql", "delete from raw.runs")
+    assert isinstance(result.exception, TmlbenchError)
+    assert "read-only" in str(result.exception) and "--write" in str(result.exception)
+    con = connect(Path(env["TMLBENCH_WAREHOUSE"]), read_only=True)
+    assert con.execute("select count(*) from raw.runs").fetchone()[0] == 4
+    con.close()
+    written = invoke(env, "sql", "--write", "delete from raw.runs where agent_id = 'b'")
+    assert written.exit_code == 0, written.output
+
+
+@pytest.mark.parametrize(
+    "name", ["attempts_by_status", "slowest_attempts", "invalid_submissions", "setting_medians"]
+)
+def test_example_queries_on_raw_run(env, name):
+    invoke(env, "warehouse", "load")
+    result = invoke(env, "sql", "--csv", "-f", str(QUERIES / f"{name}.sql"))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.output)))
+    assert len(rows) >= 2
+    if name == "invalid_submissions":
+        assert "missing ids" in result.output
+
+
+def test_mart_queries_use_the_public_names(env):
+    """The mart queries run against tables with the key columns ARCHITECTURE.md promises."""
+    invoke(env, "warehouse", "load")
+    con = connect(Path(env["TMLBENCH_WAREHOUSE"]))
+    con.execute("create schema marts")
+    con.execute(
+        "create table marts.leaderboard as select * from (values "
+        "('a', 'best_budget', 0.9, 1), ('b', 'best_budget', 0.1, 2), ('a', 'all_cells', 0.8, 1)"
+        ") t(agent_id, variant, score, rank)"
+    )
+    con.execute(
+        "create table marts.setting_scores as select 'a' as agent_id, 't' as task_id, "
+        "60 as budget_seconds, 0.5 as median_score, 0.4 as q1, 0.6 as q3, 0.2 as iqr, "
+        "3 as n_counted, 3 as attempts, 3 as successes"
+    )
+    con.close()
+    board = invoke(env, "sql", "--csv", "-f", str(QUERIES / "leaderboard.sql"))
+    assert list(csv.reader(io.StringIO(board.output)))[1:] == [["1", "a", "0.9"], ["2", "b", "0.1"]]
+    scores = invoke(env, "sql", "--csv", "-f", str(QUERIES / "setting_scores.sql"))
+    assert scores.exit_code == 0 and "0.5" in scores.output
+
+
+def test_import_tml_bench_command(env, tmp_path: Path):
+    db = make_sqlite(tmp_path / "results.sqlite", ROWS)
+    result = invoke(env, "import", "tml-bench", str(db))
+    assert result.exit_code == 0, result.output
+    assert "5 new, 0 unchanged, 0 rejected" in result.output
+    again = invoke(env, "import", "tml-bench", str(db))
+    assert "0 new, 5 unchanged" in again.output
+
+
+def test_sql_errors_exit_2_through_the_real_entry_point(env):
+    invoke(env, "warehouse", "load")
+    run = [sys.executable, "-c", "from runner.cli import main; main()"]
+    proc = subprocess.run(
+        [*run, "sql", "selec 1"], env={**env, "PATH": ""}, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "SQL error" in proc.stdout and "syntax error" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    write_attempt = subprocess.run(
+        [*run, "sql", "drop table raw.runs"],
+        env={**env, "PATH": ""},
+        capture_output=True,
+        text=True,
+    )
+    assert write_attempt.returncode == 2 and "read-only" in write_attempt.stdout

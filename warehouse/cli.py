@@ -1,0 +1,168 @@
+"""``tmlbench warehouse load``, ``tmlbench import tml-bench``, ``tmlbench sql``.
+
+Registered through the ``tmlbench.commands`` entry points (pyproject.toml); the runner's CLI
+never imports this module by name.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+import duckdb
+from rich.console import Console
+from rich.table import Table
+
+from runner.config import Paths
+from runner.errors import TmlbenchError
+from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect, warehouse_path
+from warehouse.importers.tml_bench import import_tml_bench
+from warehouse.loader import LoadReport, load_runs, load_specs
+
+console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
+
+warehouse_option = click.option(
+    "--warehouse",
+    "warehouse_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"DuckDB file (default: ${WAREHOUSE_ENV} or warehouse/tmlbench.duckdb).",
+)
+
+
+def _resolve(warehouse_file: Path | None) -> Path:
+    return warehouse_file.expanduser().resolve() if warehouse_file else warehouse_path()
+
+
+def _print_report(report: LoadReport, what: str) -> None:
+    console.print(
+        f"{what}: [green]{report.new:,} new[/], {report.unchanged:,} unchanged, "
+        f"[{'red' if report.rejected else 'green'}]{len(report.rejected):,} rejected[/]"
+    )
+    for _, message in report.rejected:
+        console.print(f"  [red]rejected[/] {message}", markup=False, highlight=False)
+
+
+@click.group("warehouse")
+def warehouse() -> None:
+    """The DuckDB warehouse: load run records and specs into schema raw."""
+
+
+@warehouse.command("load")
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the run records are (default: $TMLBENCH_RUNS_DIR or runs/).",
+)
+@warehouse_option
+@click.pass_obj
+def warehouse_load(paths: Paths, runs_dir: Path | None, warehouse_file: Path | None) -> None:
+    """Load task/agent specs and every run record (idempotent; exit code 1 if any is rejected)."""
+    paths = paths or Paths.from_env()
+    runs_dir = runs_dir or paths.runs_dir
+    db = _resolve(warehouse_file)
+    con = connect(db)
+    try:
+        apply_ddl(con)
+        counts = load_specs(con, paths)
+        console.print(f"specs: {counts['tasks']} tasks, {counts['agents']} agents")
+        report = load_runs(con, runs_dir) if runs_dir.is_dir() else LoadReport(0, 0, [])
+        if not runs_dir.is_dir():
+            console.print(f"no runs directory at {runs_dir}: no records to load")
+        _print_report(report, f"run records from {runs_dir}")
+        total = con.execute("select count(*) from raw.runs").fetchone()[0]
+    finally:
+        con.close()
+    console.print(f"warehouse {db}: {total:,} runs")
+    if report.rejected:
+        sys.exit(1)
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import results of other harnesses into the warehouse."""
+
+
+@import_group.command("tml-bench")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@warehouse_option
+def import_tml_bench_cmd(sources: Sequence[Path], warehouse_file: Path | None) -> None:
+    """Import the original TML-bench's results: its SQLite database (.sqlite/.db) or a folder
+    of its result.json files (exit code 1 if any run is rejected)."""
+    db = _resolve(warehouse_file)
+    con = connect(db)
+    try:
+        report = import_tml_bench(con, *sources)
+        total = con.execute("select count(*) from raw.runs where source = 'tml-bench'").fetchone()[
+            0
+        ]
+    finally:
+        con.close()
+    _print_report(report, f"TML-bench runs from {', '.join(map(str, sources))}")
+    console.print(f"warehouse {db}: {total:,} imported TML-bench runs")
+    if report.rejected:
+        sys.exit(1)
+
+
+@click.command("sql")
+@click.argument("query", required=False)
+@click.option(
+    "-f",
+    "--file",
+    "query_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the query from a file (e.g. warehouse/queries/slowest_attempts.sql).",
+)
+@click.option("--write", is_flag=True, help="Open the warehouse read-write (default: read-only).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of a table.")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Rows shown in the table (CSV output is never cut).",
+)
+@warehouse_option
+def sql(
+    query: str | None,
+    query_file: Path | None,
+    write: bool,
+    as_csv: bool,
+    max_rows: int,
+    warehouse_file: Path | None,
+) -> None:
+    """Run a SQL QUERY against the warehouse (read-only unless --write) and print the result."""
+    if (query is None) == (query_file is None):
+        raise TmlbenchError("give a query or -f FILE (exactly one of them)")
+    text = query_file.read_text(encoding="utf-8") if query_file else query
+    con = connect(_resolve(warehouse_file), read_only=not write)
+    try:
+        try:
+            cur = con.execute(text)
+            columns = [d[0] for d in cur.description] if cur.description else None
+            rows = cur.fetchall() if columns else []
+        except duckdb.Error as exc:
+            hint = ""
+            if not write and "read-only" in str(exc):
+                hint = " (the warehouse is opened read-only; pass --write to change it)"
+            elif isinstance(exc, duckdb.CatalogException) and "marts." in text.lower():
+                hint = " (schema marts is built by dbt: run `dbt build` in dbt_project/ first)"
+            raise TmlbenchError(f"SQL error: {exc}{hint}") from None
+    finally:
+        con.close()
+    if columns is None:
+        console.print("ok")
+        return
+    if as_csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        return
+    table = Table(*columns)
+    for row in rows[:max_rows]:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    console.print(table)
+    shown = f"{max_rows:,} of " if len(rows) > max_rows else ""
+    console.print(f"{shown}{len(rows):,} row{'s' if len(rows) != 1 else ''}")

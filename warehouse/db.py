@@ -1,0 +1,66 @@
+"""Where the warehouse lives and how to open it: one DuckDB file, the raw schema applied idempotently."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import duckdb
+
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+
+WAREHOUSE_ENV = "TMLBENCH_WAREHOUSE"
+DEFAULT_WAREHOUSE = REPO_ROOT / "warehouse" / "tmlbench.duckdb"
+RAW_DDL = Path(__file__).resolve().parent / "ddl" / "raw.sql"
+
+
+def warehouse_path(environ: dict[str, str] | None = None) -> Path:
+    """The warehouse file: ``$TMLBENCH_WAREHOUSE`` or ``<repo>/warehouse/tmlbench.duckdb``."""
+    env = os.environ if environ is None else environ
+    value = env.get(WAREHOUSE_ENV)
+    return Path(value).expanduser().resolve() if value else DEFAULT_WAREHOUSE
+
+
+def connect(path: Path | str | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse file (``warehouse_path()`` when ``path`` is None).
+
+    Every problem a user can fix (file locked by another process, missing file for a
+    read-only connection, not a DuckDB file) becomes a TmlbenchError naming the path.
+    """
+    path = warehouse_path() if path is None else Path(path)
+    if read_only and not path.is_file():
+        raise TmlbenchError(
+            f"no warehouse at {path}; create it with: tmlbench warehouse load "
+            f"(or point {WAREHOUSE_ENV} / --warehouse at an existing file)"
+        )
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        message = str(exc)
+        if "lock" in message.lower():
+            raise TmlbenchError(
+                f"the warehouse {path} is locked by another process ({_lock_holder(message)}). "
+                f"DuckDB allows one writer, or any number of readers, per file: close the other "
+                f"connection (a running tmlbench load/import, dbt build, Dagster job or the app) "
+                f"and try again, or set {WAREHOUSE_ENV} to another file."
+            ) from None
+        raise TmlbenchError(f"cannot open the warehouse {path}: {message}") from None
+    except duckdb.Error as exc:
+        raise TmlbenchError(f"cannot open the warehouse {path}: {exc}") from None
+
+
+def _lock_holder(message: str) -> str:
+    """The 'held in <program> (PID n)' part of DuckDB's lock message, if it has one."""
+    match = re.search(r"Conflicting lock is held in (.*?\(PID \d+\))", message)
+    if match:
+        return f"held by {match.group(1)}"
+    return message.strip().splitlines()[0]
+
+
+def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the raw schema and its tables if they are not there yet (safe to call every time)."""
+    con.execute(RAW_DDL.read_text(encoding="utf-8"))
