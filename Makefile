@@ -8,7 +8,7 @@ RUN := $(UV) run --frozen
 .PHONY: help install system-deps uv run test lint format bench clean
 
 help:
-	@echo "make run    install, then run the demo suite (4 tasks x 3 baselines x 3 budgets x 5 attempts) and print the leaderboard"
+	@echo "make run    install, run the demo suite (4 tasks x 3 baselines x 3 budgets x 5 attempts), print the leaderboard, build the warehouse marts"
 	@echo "make test   install, then lint and run the whole test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 
@@ -33,6 +33,7 @@ uv:
 
 run: install
 	$(RUN) tmlbench bench --suite demo
+	$(RUN) tmlbench warehouse build --runs-dir runs/demo
 
 test: install lint
 	$(RUN) pytest
@@ -50,6 +51,8 @@ bench: install
 	$(RUN) python benchmarks/deadline.py
 	$(RUN) python benchmarks/grading.py
 	$(RUN) python benchmarks/baseline_quality.py
+	$(RUN) python benchmarks/warehouse_load.py
+	$(RUN) python benchmarks/dbt_build.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache

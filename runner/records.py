@@ -134,13 +134,14 @@ def iter_record_paths(runs_dir: Path) -> list[Path]:
     A run folder is never descended into: an agent may write a file named record.json in its
     workspace, and that must not count as a record.
     """
-    found: list[Path] = []
+    found: list[str] = []
     for root, dirs, files in os.walk(runs_dir):
         if RECORD_FILE in files or WORKSPACE_DIR in dirs:
             if RECORD_FILE in files:
-                found.append(Path(root) / RECORD_FILE)
+                found.append(os.path.join(root, RECORD_FILE))
             dirs.clear()
-    return sorted(found)
+    found.sort()  # as strings: sorting 100,000 Path objects costs about a second
+    return [Path(p) for p in found]
 
 
 def load_records(runs_dir: Path) -> list[RunRecord]:

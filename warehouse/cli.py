@@ -21,6 +21,7 @@ from runner.errors import TmlbenchError
 from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect, warehouse_path
 from warehouse.importers.tml_bench import import_tml_bench
 from warehouse.loader import LoadReport, load_runs, load_specs
+from warehouse.marts import build_marts
 
 console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
 
@@ -50,34 +51,71 @@ def warehouse() -> None:
     """The DuckDB warehouse: load run records and specs into schema raw."""
 
 
-@warehouse.command("load")
-@click.option(
+RUNS_DIR_OPTION = click.option(
     "--runs-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the run records are (default: $TMLBENCH_RUNS_DIR or runs/).",
 )
-@warehouse_option
-@click.pass_obj
-def warehouse_load(paths: Paths, runs_dir: Path | None, warehouse_file: Path | None) -> None:
-    """Load task/agent specs and every run record (idempotent; exit code 1 if any is rejected)."""
-    paths = paths or Paths.from_env()
+
+
+def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadReport:
+    """Specs, then every record under the runs dir, into ``db``; prints what happened."""
     runs_dir = runs_dir or paths.runs_dir
-    db = _resolve(warehouse_file)
     con = connect(db)
     try:
         apply_ddl(con)
         counts = load_specs(con, paths)
         console.print(f"specs: {counts['tasks']} tasks, {counts['agents']} agents")
-        report = load_runs(con, runs_dir) if runs_dir.is_dir() else LoadReport(0, 0, [])
-        if not runs_dir.is_dir():
+        if runs_dir.is_dir():
+            report = load_runs(con, runs_dir)
+        else:
             console.print(f"no runs directory at {runs_dir}: no records to load")
+            report = LoadReport(0, 0, [])
         _print_report(report, f"run records from {runs_dir}")
         total = con.execute("select count(*) from raw.runs").fetchone()[0]
     finally:
         con.close()
     console.print(f"warehouse {db}: {total:,} runs")
+    return report
+
+
+@warehouse.command("load")
+@RUNS_DIR_OPTION
+@warehouse_option
+@click.pass_obj
+def warehouse_load(paths: Paths, runs_dir: Path | None, warehouse_file: Path | None) -> None:
+    """Load task/agent specs and every run record (idempotent; exit code 1 if any is rejected)."""
+    report = _load_everything(paths or Paths.from_env(), runs_dir, _resolve(warehouse_file))
     if report.rejected:
         sys.exit(1)
+
+
+@warehouse.command("build")
+@RUNS_DIR_OPTION
+@click.option(
+    "--counted-successes",
+    type=click.IntRange(min=1),
+    help="Successes counted per setting (dbt var counted_successes; default 5).",
+)
+@warehouse_option
+@click.pass_obj
+def warehouse_build(
+    paths: Paths, runs_dir: Path | None, counted_successes: int | None, warehouse_file: Path | None
+) -> None:
+    """Load specs and run records, then build the dbt marts (models, data and unit tests).
+
+    Rejected records are reported and left out; the marts are built from the rest.
+    """
+    db = _resolve(warehouse_file)
+    _load_everything(paths or Paths.from_env(), runs_dir, db)
+    dbt_vars = {"counted_successes": counted_successes} if counted_successes else None
+    with console.status("dbt build: staging → intermediate → marts, with data and unit tests"):
+        result = build_marts(db, dbt_vars=dbt_vars)
+    console.print(
+        f"marts built in {result.seconds:.1f} s: {result.count('success')} models, "
+        f"{result.count('pass')} tests passed. "
+        "Query them: tmlbench sql -f warehouse/queries/leaderboard.sql"
+    )
 
 
 @click.group("import")
@@ -148,7 +186,7 @@ def sql(
             if not write and "read-only" in str(exc):
                 hint = " (the warehouse is opened read-only; pass --write to change it)"
             elif isinstance(exc, duckdb.CatalogException) and "marts." in text.lower():
-                hint = " (schema marts is built by dbt: run `dbt build` in dbt_project/ first)"
+                hint = " (schema marts is built by dbt: run `tmlbench warehouse build` first)"
             raise TmlbenchError(f"SQL error: {exc}{hint}") from None
     finally:
         con.close()

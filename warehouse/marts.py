@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
+from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_project"
-RAW_DDL = Path(__file__).resolve().parent / "ddl" / "raw.sql"
-WAREHOUSE_ENV = "TMLBENCH_WAREHOUSE"
 FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 
 
@@ -48,16 +45,11 @@ class MartsResult:
 
 def ensure_raw_schema(warehouse_path: Path) -> None:
     """Create the warehouse file and the raw schema if missing (the DDL is idempotent)."""
-    warehouse_path = Path(warehouse_path).resolve()
-    warehouse_path.parent.mkdir(parents=True, exist_ok=True)
+    con = connect(Path(warehouse_path).resolve())
     try:
-        with duckdb.connect(str(warehouse_path)) as con:
-            con.execute(RAW_DDL.read_text(encoding="utf-8"))
-    except duckdb.Error as exc:  # typically: the file is locked by another process
-        raise TmlbenchError(
-            f"cannot prepare the warehouse {warehouse_path} for dbt: {exc}. Close other "
-            f"writers (a load/import, the app, another build) or use another file."
-        ) from None
+        apply_ddl(con)
+    finally:
+        con.close()
 
 
 def build_marts(
