@@ -13,9 +13,9 @@ import pytest
 
 from runner.errors import TmlbenchError
 from runner.records import RunRecord
+from tests.records import T0
+from tests.records import make_record as run_record
 from warehouse.marts import build_marts
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 # The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.
 PUBLIC_MARTS = {
@@ -50,43 +50,6 @@ PUBLIC_MARTS = {
 
 
 # --- hand-made raw rows (also used by test_marts_crosscheck.py) ---------------------------
-
-
-def run_record(
-    agent: str,
-    task: str,
-    budget: int,
-    minute: float,
-    status: str = "success",
-    score: float | None = None,
-    direction: str = "maximize",
-    run_id: str | None = None,
-) -> RunRecord:
-    hib = None if score is None else (score if direction == "maximize" else -score)
-    ok = status == "success"
-    return RunRecord(
-        run_id=run_id or f"{agent}-{task}-{budget}-{minute}",
-        created_at=T0 + dt.timedelta(minutes=minute),
-        agent_id=agent,
-        agent_kind="baseline",
-        harness="test",
-        harness_version="1",
-        task_id=task,
-        metric_name="auc" if direction == "maximize" else "rmse",
-        metric_direction=direction,
-        budget_seconds=budget,
-        instruction_profile="standard",
-        attempt_index=int(minute),
-        seed=0,
-        sandbox_backend="process",
-        sandbox_isolated=False,
-        sandbox_unsafe=False,
-        status=status,
-        score=score if ok else None,
-        score_hib=hib if ok else None,
-        task_spec_sha256="x",
-        tmlbench_version="0",
-    )
 
 
 def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> None:

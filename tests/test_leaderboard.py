@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 
 import pytest
 
 from runner.leaderboard import compute_leaderboard
-from runner.records import RunRecord
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def rec(
-    agent, task, budget, minute, status="success", score=None, direction="maximize", run_id=None
-):
-    hib = None if score is None else (score if direction == "maximize" else -score)
-    return RunRecord(
-        run_id=run_id or f"{agent}-{task}-{budget}-{minute}",
-        created_at=T0 + dt.timedelta(minutes=minute),
-        agent_id=agent,
-        agent_kind="baseline",
-        harness="test",
-        harness_version="1",
-        task_id=task,
-        metric_name="auc" if direction == "maximize" else "rmse",
-        metric_direction=direction,
-        budget_seconds=budget,
-        instruction_profile="standard",
-        attempt_index=minute,
-        seed=minute,
-        sandbox_backend="process",
-        sandbox_isolated=False,
-        sandbox_unsafe=False,
-        status=status,
-        score=score if status == "success" else None,
-        score_hib=hib if status == "success" else None,
-        task_spec_sha256="x",
-        tmlbench_version="0",
-    )
+from tests.records import make_record as rec
 
 
 def test_setting_median_counts_only_the_first_n_successes():

@@ -12,40 +12,10 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.errors import TmlbenchError
 from runner.records import RunRecord, write_record
+from tests.records import make_record as rec
 from warehouse import loader
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.loader import LoadReport, load_runs, load_specs
-
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def rec(agent="a", task="t", budget=60, minute=0, status="success", score=0.5, **extra):
-    success = status == "success"
-    fields = dict(
-        run_id=f"{agent}__{task}__{budget}s__standard__a{minute:02d}",
-        created_at=T0 + dt.timedelta(minutes=minute),
-        agent_id=agent,
-        agent_kind="baseline",
-        harness="test",
-        harness_version="1",
-        task_id=task,
-        metric_name="auc",
-        metric_direction="maximize",
-        budget_seconds=budget,
-        instruction_profile="standard",
-        attempt_index=minute,
-        seed=minute,
-        sandbox_backend="process",
-        sandbox_isolated=False,
-        sandbox_unsafe=False,
-        status=status,
-        score=score if success else None,
-        score_hib=score if success else None,
-        task_spec_sha256="x",
-        tmlbench_version="0",
-    )
-    fields.update(extra)
-    return RunRecord(**fields)
 
 
 def write(runs_dir: Path, record: RunRecord, sub: str = "") -> Path:
