@@ -4,3 +4,14 @@
     {{ return(['success', 'invalid_submission', 'no_submission', 'timeout',
                'runtime_error', 'provider_error', 'harness_error']) }}
 {%- endmacro %}
+
+{#- The success-rate columns shared by every grain (agent, setting): attempts, successes,
+    success_rate and one n_<status> count per status. Use inside a grouped select. -#}
+{% macro status_counts() -%}
+        count(*)::bigint as attempts,
+        count(*) filter (where status = 'success')::bigint as successes,
+        (count(*) filter (where status = 'success') / count(*))::double as success_rate,
+        {%- for status in run_statuses() %}
+        count(*) filter (where status = '{{ status }}')::bigint as n_{{ status }}{{ "," if not loop.last }}
+        {%- endfor %}
+{%- endmacro %}

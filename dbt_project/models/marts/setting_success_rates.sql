@@ -13,12 +13,7 @@ rates as (
         agent_id,
         task_id,
         budget_seconds,
-        count(*)::bigint as attempts,
-        count(*) filter (where status = 'success')::bigint as successes,
-        (count(*) filter (where status = 'success') / count(*))::double as success_rate,
-        {%- for status in run_statuses() %}
-        count(*) filter (where status = '{{ status }}')::bigint as n_{{ status }}{{ "," if not loop.last }}
-        {%- endfor %}
+        {{ status_counts() }}
 
     from runs
     group by agent_id, task_id, budget_seconds
