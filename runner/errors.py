@@ -1,5 +1,7 @@
 """Errors the harness raises on purpose: each says what was wrong and what to do."""
 
+from pydantic import ValidationError
+
 
 class TmlbenchError(Exception):
     """A problem a user can fix (bad spec, missing data, wrong flag); the CLI prints it plainly."""
@@ -11,3 +13,13 @@ class SpecError(TmlbenchError):
 
 class HarnessError(TmlbenchError):
     """The harness itself failed (sandbox could not start, disk full); never the agent's fault."""
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
+    """A pydantic error as one line a person can act on: 'field.sub: what is wrong; ...'."""
+    errors = exc.errors(include_url=False)
+    shown = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in errors[:limit]
+    )
+    more = len(errors) - limit
+    return shown + (f"; and {more} more" if more > 0 else "")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.errors import TmlbenchError
+from runner.errors import TmlbenchError, describe_validation_error
 
 RECORD_SCHEMA_VERSION = 1
 RECORD_FILE = "record.json"
@@ -122,10 +122,9 @@ def read_record(path: Path) -> RunRecord:
     try:
         return RunRecord.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        raise TmlbenchError(f"{path}: not a valid run record: {problems}") from exc
+        raise TmlbenchError(
+            f"{path}: not a valid run record: {describe_validation_error(exc)}"
+        ) from exc
 
 
 def iter_record_paths(runs_dir: Path) -> list[Path]:

@@ -9,7 +9,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runner.errors import SpecError
+from runner.errors import SpecError, describe_validation_error
 
 
 class Frozen(BaseModel):
@@ -141,10 +141,7 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = describe_validation_error(exc, limit=20)
         raise SpecError(f"{path}: invalid {model.__name__}: {problems}") from exc
 
 

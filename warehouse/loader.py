@@ -28,7 +28,7 @@ import pyarrow as pa
 from pydantic import ValidationError
 
 from runner.config import Paths
-from runner.errors import TmlbenchError
+from runner.errors import TmlbenchError, describe_validation_error
 from runner.records import RunRecord, iter_record_paths
 from runner.registry import list_agents, list_tasks, task_spec_sha256
 from warehouse.db import apply_ddl
@@ -86,7 +86,9 @@ def load_runs(con: duckdb.DuckDBPyConnection, runs_dir: Path) -> LoadReport:
         try:
             record = RunRecord.model_validate_json(data)
         except ValidationError as exc:
-            rejected.append((str(path), f"{path}: not a valid run record: {_problems(exc)}"))
+            rejected.append(
+                (str(path), f"{path}: not a valid run record: {describe_validation_error(exc)}")
+            )
             continue
         candidates.append(Candidate(record, str(path), hashlib.sha256(data).hexdigest()))
     return ingest(con, candidates, rejected, source=SOURCE_TMLBENCH)
@@ -114,15 +116,6 @@ def _read_all(paths: Sequence[Path], chunk: int = 1000) -> Iterator[tuple[Path, 
         ]
         for future in futures:
             yield from future.result()
-
-
-def _problems(exc: ValidationError, limit: int = 5) -> str:
-    errors = exc.errors(include_url=False)
-    shown = "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in errors[:limit]
-    )
-    more = len(errors) - limit
-    return shown + (f"; and {more} more" if more > 0 else "")
 
 
 def ingest(

@@ -45,10 +45,10 @@ import duckdb
 import pyarrow as pa
 from pydantic import ValidationError
 
-from runner.errors import TmlbenchError
+from runner.errors import TmlbenchError, describe_validation_error
 from runner.metrics import get_metric
 from runner.records import RECORD_SCHEMA_VERSION, RunRecord
-from warehouse.loader import Candidate, LoadReport, _problems, ingest
+from warehouse.loader import Candidate, LoadReport, ingest
 
 SOURCE = "tml-bench"
 RESULT_FILE = "result.json"
@@ -314,7 +314,7 @@ def to_record(row: Mapping[str, Any], metric_direction: Callable[[str], str]) ->
             git_sha=row.get("git_sha"),
         )
     except ValidationError as exc:
-        raise ValueError(f"run {row['run_id']!r}: {_problems(exc)}") from None
+        raise ValueError(f"run {row['run_id']!r}: {describe_validation_error(exc)}") from None
 
 
 def _timestamp(value: Any, run_id: Any) -> dt.datetime:
