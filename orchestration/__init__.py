@@ -1,0 +1,1 @@
+"""Dagster definitions for tmlbench: thin assets over runner/ and warehouse/."""
