@@ -5,11 +5,19 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: help install system-deps uv run test lint format bench clean
+.PHONY: help install system-deps uv run ui manifest dagster-home test lint format bench clean
+
+# Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
+DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
+# dbt's profile reads the warehouse path from TMLBENCH_WAREHOUSE; `dbt parse` only needs it set.
+WAREHOUSE_FILE := $(or $(TMLBENCH_WAREHOUSE),$(CURDIR)/warehouse/tmlbench.duckdb)
 
 help:
-	@echo "make run    install, run the demo suite (4 tasks x 3 baselines x 3 budgets x 5 attempts), print the leaderboard, build the warehouse marts"
-	@echo "make test   install, then lint and run the whole test suite"
+	@echo "make run       install, materialize the demo suite through Dagster (4 tasks x 3 baselines x 3 budgets x 5 attempts,"
+	@echo "               warehouse load, dbt marts, snapshot), print the leaderboard"
+	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
+	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
+	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 
 install: system-deps .venv/.installed
@@ -31,11 +39,29 @@ uv:
 	$(UV) sync --frozen
 	@touch $@
 
-run: install
-	$(RUN) tmlbench bench --suite demo
-	$(RUN) tmlbench warehouse build --runs-dir runs/demo
+run ui dagster-home: export DAGSTER_HOME := $(DAGSTER_HOME_DIR)
 
-test: install lint
+run: install manifest dagster-home
+	$(RUN) python -m orchestration.materialize --suite demo
+	$(RUN) tmlbench leaderboard --suite demo
+	@echo ""
+	@echo "warehouse: $(WAREHOUSE_FILE) (SQL: uv run tmlbench sql -f warehouse/queries/leaderboard.sql)"
+	@echo "Dagster UI: make ui, then open http://127.0.0.1:3000 (runs, asset metadata, checks)"
+	@echo "dashboard: coming with issue 5 (it will read the published snapshot of the marts)"
+
+ui: install manifest dagster-home
+	$(RUN) dagster dev -m orchestration.definitions -h 127.0.0.1 -p 3000
+
+# The dbt manifest is built here, never when the definitions are imported.
+manifest: install
+	TMLBENCH_WAREHOUSE=$(WAREHOUSE_FILE) $(RUN) dbt parse --quiet --project-dir dbt_project --profiles-dir dbt_project
+
+dagster-home:
+	@mkdir -p $(DAGSTER_HOME)
+	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+
+test: install lint manifest
+	$(RUN) dg check defs
 	$(RUN) pytest
 
 lint: install

@@ -1,1 +1,1 @@
-"""Dagster definitions for tmlbench: thin assets over runner/ and warehouse/."""
+"""Dagster definitions for tmlbench: thin assets, resources, checks and schedules over runner/ and warehouse/."""

@@ -1,23 +1,27 @@
-"""A suite run: every (agent, task, budget, attempt) of a suite, resumable, in parallel on pinned CPUs."""
+"""A suite run: every setting (agent, task, budget) until N successes, resumable, in parallel on pinned CPUs."""
 
 from __future__ import annotations
 
+import glob
+import itertools
 import os
+import statistics
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.attempt import AttemptContext, AttemptPlan, existing_record, run_attempt
 from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.prepare import PreparedTask, prepare_twin, prepared_task
-from runner.records import RunRecord
+from runner.records import RECORD_FILE, RunRecord, read_record
 from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
 from runner.sandbox import Sandbox
-from runner.specs import SuiteSpec, TaskSpec
+from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 
 
 @dataclass(frozen=True)
@@ -36,16 +40,239 @@ class SuiteLayout:
 
 
 def plan_suite(suite: SuiteSpec, paths: Paths) -> list[AttemptPlan]:
-    """All attempts of the suite, in an order that spreads each setting's attempts over time."""
-    agents = [load_agent(paths.agents_dir, a) for a in suite.agents]
+    """The suite's first ``attempts`` attempts of every setting, spread over time per setting."""
+    settings = suite_settings(suite, paths)
+    return [s.plan(index) for index in range(suite.attempts) for s in settings]
+
+
+SETTING_KEY_SEP = "|"
+
+
+def setting_key(agent_id: str, task_id: str, budget_seconds: int) -> str:
+    """``agent|task|budget``: one name per setting (e.g. a Dagster partition key)."""
+    return SETTING_KEY_SEP.join((agent_id, task_id, str(budget_seconds)))
+
+
+def parse_setting_key(key: str) -> tuple[str, str, int]:
+    parts = key.split(SETTING_KEY_SEP)
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise TmlbenchError(f"setting key {key!r} is not of the form agent|task|budget_seconds")
+    return parts[0], parts[1], int(parts[2])
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One (agent, task, budget) of a suite, with the profile and suite recorded on its runs."""
+
+    agent: AgentSpec
+    task: TaskSpec
+    budget_seconds: int
+    instruction_profile: str = "standard"
+    suite_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        return setting_key(self.agent.id, self.task.id, self.budget_seconds)
+
+    def plan(self, attempt_index: int) -> AttemptPlan:
+        return AttemptPlan(
+            self.agent,
+            self.task,
+            self.budget_seconds,
+            attempt_index,
+            self.instruction_profile,
+            self.suite_id,
+        )
+
+    @property
+    def run_id_prefix(self) -> str:
+        return self.plan(0).run_id.removesuffix("00")
+
+
+def suite_settings(suite: SuiteSpec, paths: Paths) -> list[Setting]:
+    """Every setting of the suite: agents outermost, then tasks, then budgets."""
+    agents = [
+        _with_cpus(load_agent(paths.agents_dir, a), suite.cpus_per_attempt) for a in suite.agents
+    ]
     tasks = [load_task(paths.tasks_dir, t) for t in suite.tasks]
     return [
-        AttemptPlan(agent, task, budget, index, suite.instruction_profile, suite.id)
-        for index in range(suite.attempts)
+        Setting(agent, task, budget, suite.profile_for(budget), suite.id)
+        for agent in agents
         for task in tasks
         for budget in suite.budgets
-        for agent in agents
     ]
+
+
+def _with_cpus(agent: AgentSpec, cpus: int | None) -> AgentSpec:
+    if cpus is None:
+        return agent
+    return agent.model_copy(update={"limits": agent.limits.model_copy(update={"cpus": cpus})})
+
+
+def setting_records(runs_dir: Path, setting: Setting) -> list[RunRecord]:
+    """The setting's recorded attempts, by attempt index."""
+    records = [
+        read_record(path)
+        for path in runs_dir.glob(f"{glob.escape(setting.run_id_prefix)}*/{RECORD_FILE}")
+    ]
+    return sorted(records, key=lambda r: r.attempt_index)
+
+
+def next_attempt_indices(records: list[RunRecord], wanted: int, ceiling: int) -> list[int]:
+    """Attempt indices still to run: enough for ``wanted`` successes, never past ``ceiling``.
+
+    Harness errors do not use up the agent's allowance (they are not the agent's doing), but
+    their run ids stay taken: records are immutable.
+    """
+    successes = sum(r.status == "success" for r in records)
+    used = sum(r.status != "harness_error" for r in records)
+    need = min(wanted - successes, ceiling - used)
+    taken = {r.attempt_index for r in records}
+    free = (i for i in itertools.count() if i not in taken)
+    return [next(free) for _ in range(max(0, need))]
+
+
+@dataclass
+class SettingOutcome:
+    """Where a setting stands after a run: all its records and what went wrong in the harness."""
+
+    setting: Setting
+    wanted: int
+    records: list[RunRecord] = field(default_factory=list)
+    new: int = 0
+    harness_errors: list[str] = field(default_factory=list)
+
+    @property
+    def successes(self) -> int:
+        return sum(r.status == "success" for r in self.records)
+
+    @property
+    def complete(self) -> bool:
+        return self.successes >= self.wanted
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(Counter(r.status for r in self.records))
+
+    def median_score(self) -> float | None:
+        """Median of the first ``wanted`` successes by created_at (the benchmark's setting score)."""
+        counted = sorted(
+            (r for r in self.records if r.status == "success" and r.score is not None),
+            key=lambda r: (r.created_at, r.run_id),
+        )[: self.wanted]
+        return statistics.median(r.score for r in counted) if counted else None
+
+    def markdown(self) -> str:
+        rows = [
+            "| attempt | run id | status | score | wall s | note |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in self.records:
+            score = "" if r.score is None else f"{r.score:.6g}"
+            wall = "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}"
+            note = (r.error_message or r.validation_message or "").replace("|", "/")[:80]
+            rows.append(
+                f"| {r.attempt_index} | `{r.run_id}` | {r.status} | {score} | {wall} | {note} |"
+            )
+        return "\n".join(rows)
+
+
+def run_settings(
+    settings: list[Setting],
+    suite: SuiteSpec,
+    runs_dir: Path,
+    start: Callable[[AttemptPlan], RunRecord],
+    *,
+    workers: int,
+    on_done: Callable[[RunRecord, bool], None] | None = None,
+) -> list[SettingOutcome]:
+    """Bring each setting to ``suite.attempts`` successes, or to ``suite.attempt_ceiling`` attempts.
+
+    Resumable: recorded attempts count. ``start(plan)`` runs one attempt (``run_attempt``).
+    Attempts of all settings share one pool of ``workers`` threads, first attempts first. A
+    setting whose attempt hit a harness fault (a ``harness_error`` record or an exception) gets no
+    further attempts in this call; the fault is in its outcome's ``harness_errors``, and the
+    other settings carry on.
+    """
+    outcomes = {
+        s.key: SettingOutcome(s, suite.attempts, setting_records(runs_dir, s)) for s in settings
+    }
+    if on_done:
+        for outcome in outcomes.values():
+            for record in outcome.records:
+                on_done(record, False)
+    while True:
+        plans = [
+            outcome.setting.plan(index)
+            for outcome in outcomes.values()
+            if not outcome.harness_errors
+            for index in next_attempt_indices(
+                outcome.records, suite.attempts, suite.attempt_ceiling
+            )
+        ]
+        if not plans:
+            break
+        plans.sort(key=lambda p: p.attempt_index)  # stable: settings keep their order per index
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attempt") as executor:
+            futures = {executor.submit(start, plan): plan for plan in plans}
+            for future in as_completed(futures):
+                plan = futures[future]
+                outcome = outcomes[setting_key(plan.agent.id, plan.task.id, plan.budget_seconds)]
+                try:
+                    record = future.result()
+                except Exception as exc:  # the others keep going; reported with the setting
+                    outcome.harness_errors.append(f"{plan.run_id}: {exc}")
+                    continue
+                outcome.records.append(record)
+                outcome.new += 1
+                if record.status == "harness_error":
+                    outcome.harness_errors.append(f"{record.run_id}: {record.error_message}")
+                if on_done:
+                    on_done(record, True)
+    for outcome in outcomes.values():
+        outcome.records.sort(key=lambda r: r.attempt_index)
+    return list(outcomes.values())
+
+
+def attempt_runner(
+    prepared: Callable[[str], PreparedTask],
+    paths: Paths,
+    runs_dir: Path,
+    sandbox_for: Callable[[AttemptPlan], Sandbox],
+    pool: CpuPool,
+    *,
+    allow_unsafe: bool = False,
+) -> Callable[[AttemptPlan], RunRecord]:
+    """``start(plan)`` for ``run_settings``: takes a CPU share, then ``run_attempt``."""
+    spec_hashes: dict[str, str] = {}
+    code_dirs: dict[str, Path | None] = {}
+
+    def start(plan: AttemptPlan) -> RunRecord:
+        done = existing_record(runs_dir, plan.run_id)
+        if done is not None:
+            return done
+        if plan.task.id not in spec_hashes:
+            spec_hashes[plan.task.id] = task_spec_sha256(paths.tasks_dir, plan.task.id)
+        if plan.agent.id not in code_dirs:
+            code_dirs[plan.agent.id] = agent_code_dir(paths.agents_dir, plan.agent)
+        with pool.take(plan.agent.limits.cpus) as cpuset:
+            ctx = AttemptContext(
+                prepared=prepared(plan.task.id),
+                runs_dir=runs_dir,
+                sandbox=sandbox_for(plan),
+                agent_code_dir=code_dirs[plan.agent.id],
+                task_spec_sha256=spec_hashes[plan.task.id],
+                allow_unsafe=allow_unsafe,
+                cpuset=cpuset,
+            )
+            return run_attempt(plan, ctx)
+
+    return start
+
+
+def default_workers(suite: SuiteSpec, settings: list[Setting], cpus: list[int]) -> int:
+    """Attempts at once: the suite's ``concurrency``, else as many CPU shares as the host has."""
+    widest = max((s.agent.limits.cpus for s in settings), default=1)
+    return suite.concurrency or max(1, len(cpus) // widest)
 
 
 def ensure_prepared(
@@ -102,55 +329,38 @@ def run_suite(
     on_prepared: Callable[[TaskSpec], None] | None = None,
     on_done: Callable[[RunRecord, bool], None] | None = None,
 ) -> list[RunRecord]:
-    """Run every missing attempt of the suite; returns all its records (old and new).
+    """Bring every setting of the suite to N successes (see ``run_settings``); returns all records.
 
     ``on_done(record, was_new)`` is called once per attempt, for progress display.
-    One attempt's failure never stops the others.
+    One attempt's failure never stops the others; harness faults are raised at the end.
     """
     layout = SuiteLayout.of(suite, paths)
-    plans = plan_suite(suite, paths)
+    settings = suite_settings(suite, paths)
     prepared: dict[str, PreparedTask] = {}
-    for task in {p.task.id: p.task for p in plans}.values():
+    for task in {s.task.id: s.task for s in settings}.values():
         prepared[task.id] = ensure_prepared(suite, task, paths, layout)
         if on_prepared:
             on_prepared(task)
     cpus = host_cpus()
-    pool = CpuPool(cpus)
-    widest = max(p.agent.limits.cpus for p in plans)
-    workers = concurrency or suite.concurrency or max(1, len(cpus) // widest)
-    spec_hashes = {t: task_spec_sha256(paths.tasks_dir, t) for t in prepared}
-    code_dirs = {p.agent.id: agent_code_dir(paths.agents_dir, p.agent) for p in plans}
-
-    def attempt(plan: AttemptPlan) -> tuple[RunRecord, bool]:
-        done = existing_record(layout.runs_dir, plan.run_id)
-        if done is not None:
-            return done, False
-        with pool.take(plan.agent.limits.cpus) as cpuset:
-            ctx = AttemptContext(
-                prepared=prepared[plan.task.id],
-                runs_dir=layout.runs_dir,
-                sandbox=sandbox_for(plan),
-                agent_code_dir=code_dirs[plan.agent.id],
-                task_spec_sha256=spec_hashes[plan.task.id],
-                allow_unsafe=allow_unsafe,
-                cpuset=cpuset,
-            )
-            return run_attempt(plan, ctx), True
-
-    records: list[RunRecord] = []
-    failures: list[str] = []
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attempt") as executor:
-        futures = {executor.submit(attempt, plan): plan for plan in plans}
-        for future in as_completed(futures):
-            try:
-                record, was_new = future.result()
-            except Exception as exc:  # the others keep going; all failures are reported at the end
-                failures.append(f"{futures[future].run_id}: {exc}")
-                continue
-            records.append(record)
-            if on_done:
-                on_done(record, was_new)
+    start = attempt_runner(
+        prepared.__getitem__,
+        paths,
+        layout.runs_dir,
+        sandbox_for,
+        CpuPool(cpus),
+        allow_unsafe=allow_unsafe,
+    )
+    outcomes = run_settings(
+        settings,
+        suite,
+        layout.runs_dir,
+        start,
+        workers=concurrency or default_workers(suite, settings, cpus),
+        on_done=on_done,
+    )
+    failures = [error for outcome in outcomes for error in outcome.harness_errors]
     if failures:
         shown = "\n  ".join(failures[:10])
         raise TmlbenchError(f"{len(failures)} attempt(s) could not be run:\n  {shown}")
+    records = [r for outcome in outcomes for r in outcome.records]
     return sorted(records, key=lambda r: (r.created_at, r.run_id))

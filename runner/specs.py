@@ -146,15 +146,29 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
 
 
 class SuiteSpec(Frozen):
-    """Which settings a benchmark run covers: agents × tasks × budgets, each attempted N times."""
+    """Which settings a benchmark run covers: agents × tasks × budgets, each attempted N times.
+
+    A setting (agent, task, budget) is done once it has ``attempts`` successes, or once the
+    agent has used ``max_attempts`` attempts (harness faults never count against the agent).
+    """
 
     id: str
     title: str
     tasks: tuple[str, ...] = Field(min_length=1)
     agents: tuple[str, ...] = Field(min_length=1)
     budgets: tuple[int, ...] = Field(min_length=1, description="seconds of wall clock per attempt")
-    attempts: int = Field(default=5, gt=0)
-    instruction_profile: str = "standard"
+    attempts: int = Field(default=5, gt=0, description="successes wanted per setting")
+    max_attempts: int | None = Field(
+        default=None,
+        gt=0,
+        description="agent attempts per setting before giving up; None = 2 × attempts",
+    )
+    instruction_profile: str = Field(
+        default="standard", description="profile of every budget not named in instruction_profiles"
+    )
+    instruction_profiles: dict[int, str] = Field(
+        default_factory=dict, description="budget (seconds) → instruction profile"
+    )
     twin_rows: int | None = Field(
         default=None, gt=0, description="rows of each offline twin; None = the task's full size"
     )
@@ -167,3 +181,44 @@ class SuiteSpec(Frozen):
     concurrency: int | None = Field(
         default=None, gt=0, description="attempts at once; None = as many as the host's cores allow"
     )
+    cpus_per_attempt: int | None = Field(
+        default=None,
+        gt=0,
+        description="CPU cores pinned to each attempt; None = each agent's own limits.cpus",
+    )
+
+    @model_validator(mode="after")
+    def _consistent_suite(self) -> SuiteSpec:
+        for name in ("tasks", "agents", "budgets"):
+            values = getattr(self, name)
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"{name} lists {dupes} more than once")
+        if any(b <= 0 for b in self.budgets):
+            raise ValueError(f"budgets must be positive seconds, got {list(self.budgets)}")
+        if self.max_attempts is not None and self.max_attempts < self.attempts:
+            raise ValueError(
+                f"max_attempts ({self.max_attempts}) must be at least attempts ({self.attempts})"
+            )
+        stray = sorted(set(self.instruction_profiles) - set(self.budgets))
+        if stray:
+            raise ValueError(
+                f"instruction_profiles names budgets {stray} that are not in budgets {list(self.budgets)}"
+            )
+        from runner.instructions import PROFILE_NOTES  # runner.instructions imports this module
+
+        for profile in {self.instruction_profile, *self.instruction_profiles.values()}:
+            if profile not in PROFILE_NOTES:
+                raise ValueError(
+                    f"unknown instruction profile {profile!r} (known: {', '.join(PROFILE_NOTES)})"
+                )
+        return self
+
+    @property
+    def attempt_ceiling(self) -> int:
+        """Agent attempts a setting may use before it is given up (``max_attempts`` or 2 × attempts)."""
+        return self.max_attempts or 2 * self.attempts
+
+    def profile_for(self, budget_seconds: int) -> str:
+        """The instruction profile of a budget (recorded on every run next to the budget)."""
+        return self.instruction_profiles.get(budget_seconds, self.instruction_profile)

@@ -1,0 +1,1 @@
+"""The benchmark's assets: prepared tasks → agent runs → raw warehouse → dbt models → snapshot."""

@@ -1,0 +1,51 @@
+"""Every dbt model (staging → intermediate → marts) as an asset; dbt tests become asset checks."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
+
+from orchestration.assets.warehouse import DUCKDB_POOL
+from orchestration.resources import DuckDBWarehouse, dbt_project
+from runner.errors import TmlbenchError
+
+
+class TmlbenchDbtTranslator(DagsterDbtTranslator):
+    """Group each model by its folder (staging, intermediate, marts); rebuild when inputs change."""
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        fqn = dbt_resource_props.get("fqn", [])
+        return fqn[1] if len(fqn) > 2 else "dbt"
+
+    def get_automation_condition(
+        self, dbt_resource_props: Mapping[str, Any]
+    ) -> dg.AutomationCondition | None:
+        return dg.AutomationCondition.eager()
+
+
+def build_dbt_assets() -> dg.AssetsDefinition:
+    if not dbt_project.manifest_path.is_file():
+        raise TmlbenchError(
+            f"no dbt manifest at {dbt_project.manifest_path}; build it with: make manifest"
+        )
+
+    @dbt_assets(
+        manifest=dbt_project.manifest_path,
+        project=dbt_project,
+        dagster_dbt_translator=TmlbenchDbtTranslator(),
+        pool=DUCKDB_POOL,
+    )
+    def tmlbench_dbt_models(
+        context: dg.AssetExecutionContext, dbt: DbtCliResource, warehouse: DuckDBWarehouse
+    ):
+        with warehouse.connection():  # a fresh warehouse gets the raw schema first
+            pass
+        with warehouse.dbt_env():
+            yield from dbt.cli(["build"], context=context).stream()
+
+    return tmlbench_dbt_models
+
+
+def mart_keys(models: dg.AssetsDefinition) -> list[dg.AssetKey]:
+    return [key for key, group in models.group_names_by_key.items() if group == "marts"]

@@ -1,0 +1,58 @@
+"""Asset checks on the benchmark's integrity: coverage, manifests under runs, no private paths."""
+
+import dagster as dg
+
+from orchestration.resources import BenchConfig
+from runner.audit import coverage_gaps, manifest_drift, private_references
+from runner.bench import suite_settings
+from runner.prepare import prepared_task
+from runner.records import load_records
+
+
+def build_checks(
+    prepared_tasks: dg.AssetsDefinition, agent_runs: dg.AssetsDefinition
+) -> list[dg.AssetChecksDefinition]:
+    @dg.asset_check(asset=agent_runs, description="every setting of the suite has N successes")
+    def suite_coverage_complete(bench: BenchConfig) -> dg.AssetCheckResult:
+        suite, paths, layout = bench.suite(), bench.paths(), bench.layout()
+        settings = suite_settings(suite, paths)
+        gaps = coverage_gaps(settings, _suite_records(bench), suite.attempts)
+        return dg.AssetCheckResult(
+            passed=not gaps,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "settings": len(settings),
+                "incomplete": len(gaps),
+                "successes_of_incomplete": dg.MetadataValue.json(dict(list(gaps.items())[:50])),
+                "runs_dir": str(layout.runs_dir),
+            },
+        )
+
+    @dg.asset_check(
+        asset=agent_runs, description="no record's paths point into a private directory"
+    )
+    def no_private_paths_in_records(bench: BenchConfig) -> dg.AssetCheckResult:
+        records = _suite_records(bench)
+        problems = private_references(records, bench.layout().runs_dir)
+        return dg.AssetCheckResult(
+            passed=not problems, metadata={"records": len(records), "problems": problems[:20]}
+        )
+
+    @dg.asset_check(
+        asset=prepared_tasks,
+        description="no task's public manifest changed under the runs recorded on it",
+    )
+    def manifests_unchanged_under_runs(bench: BenchConfig) -> dg.AssetCheckResult:
+        layout = bench.layout()
+        records = _suite_records(bench)
+        drift = manifest_drift(records, lambda task_id: prepared_task(layout.data_dir, task_id))
+        return dg.AssetCheckResult(
+            passed=not drift, metadata={"records": len(records), "drift": drift[:20]}
+        )
+
+    return [suite_coverage_complete, no_private_paths_in_records, manifests_unchanged_under_runs]
+
+
+def _suite_records(bench: BenchConfig):
+    runs_dir = bench.layout().runs_dir
+    return load_records(runs_dir) if runs_dir.is_dir() else []

@@ -1,0 +1,125 @@
+"""Dagster resources: where the suite lives, which sandbox runs agents, the DuckDB file, dbt.
+
+Every location left unset falls back, at run time, to what the rest of tmlbench uses: the
+``TMLBENCH_*`` environment variables, else the repository's defaults. Nothing is read at import.
+"""
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+from dagster_dbt import DbtCliResource, DbtProject
+from pydantic import Field
+
+from runner.bench import SuiteLayout
+from runner.config import Paths
+from runner.registry import load_suite
+from runner.sandbox import Sandbox, get_sandbox
+from runner.specs import SuiteSpec
+from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect, warehouse_path
+from warehouse.marts import DBT_PROJECT_DIR
+from warehouse.snapshot import snapshot_path
+
+
+class BenchConfig(dg.ConfigurableResource):
+    """Which suite to run and where its specs, prepared data and run records live."""
+
+    suite_id: str = Field(default="demo", description="suites/<suite_id>.yaml")
+    tasks_dir: str | None = None
+    agents_dir: str | None = None
+    suites_dir: str | None = None
+    data_dir: str | None = None
+    runs_dir: str | None = None
+    concurrency: int | None = Field(
+        default=None, description="attempts at once; None = the suite's, else one per CPU share"
+    )
+
+    def paths(self) -> Paths:
+        base = Paths.from_env()
+        overrides = {
+            name: Path(value).expanduser().resolve()
+            for name in ("tasks_dir", "agents_dir", "suites_dir", "data_dir", "runs_dir")
+            if (value := getattr(self, name))
+        }
+        return replace(base, **overrides)
+
+    def suite(self) -> SuiteSpec:
+        return load_suite(self.paths().suites_dir, self.suite_id)
+
+    def layout(self) -> SuiteLayout:
+        return SuiteLayout.of(self.suite(), self.paths())
+
+
+class SandboxBackend(dg.ConfigurableResource):
+    """The sandbox every attempt runs in (``bwrap`` isolates; ``process`` only for trusted code)."""
+
+    backend: str = "bwrap"
+    allow_unsafe: bool = Field(
+        default=False, description="let untrusted agents run on a backend that does not isolate"
+    )
+
+    def sandbox(self) -> Sandbox:
+        return get_sandbox(self.backend)
+
+
+class DuckDBWarehouse(dg.ConfigurableResource):
+    """The warehouse file (one writer at a time: assets that open it share the ``duckdb`` pool)."""
+
+    path: str | None = Field(default=None, description="None = $TMLBENCH_WAREHOUSE or the default")
+    snapshot: str | None = Field(
+        default=None, description="published read-only marts; None = <warehouse>.snapshot.duckdb"
+    )
+
+    def file(self) -> Path:
+        return Path(self.path).expanduser().resolve() if self.path else warehouse_path()
+
+    def snapshot_file(self) -> Path:
+        return (
+            Path(self.snapshot).expanduser().resolve()
+            if self.snapshot
+            else snapshot_path(self.file())
+        )
+
+    @contextmanager
+    def connection(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = connect(self.file(), read_only=read_only)
+        try:
+            if not read_only:
+                apply_ddl(con)
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def dbt_env(self) -> Iterator[None]:
+        """dbt's profile reads the file from TMLBENCH_WAREHOUSE: point it at this warehouse."""
+        previous = os.environ.get(WAREHOUSE_ENV)
+        os.environ[WAREHOUSE_ENV] = str(self.file())
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop(WAREHOUSE_ENV, None)
+            else:
+                os.environ[WAREHOUSE_ENV] = previous
+
+
+# The manifest is built by `make manifest` (dbt parse), never at import.
+dbt_project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
+
+
+def dbt_resource() -> DbtCliResource:
+    return DbtCliResource(project_dir=dbt_project)
+
+
+def default_resources(suite_id: str) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "bench": BenchConfig(suite_id=suite_id),
+        "sandbox": SandboxBackend(),
+        "warehouse": DuckDBWarehouse(),
+        "dbt": dbt_resource(),
+    }

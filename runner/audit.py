@@ -1,0 +1,76 @@
+"""Integrity checks over a suite's prepared data and run records (used by Dagster asset checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from runner.bench import Setting, setting_key
+from runner.prepare import PreparedTask
+from runner.records import RunRecord
+
+
+def describe_prepared(prepared: PreparedTask) -> dict:
+    """What a person wants to know about a prepared task: sizes, manifest hash, reference scores."""
+    manifest = prepared.manifest()
+    meta = prepared.private_meta()
+    files = manifest["files"]
+    return {
+        "train_rows": files["train.csv"]["rows"],
+        "test_rows": files["test.csv"]["rows"],
+        "columns": files["train.csv"]["columns"],
+        "manifest_sha256": prepared.manifest_sha256(),
+        "bayes_optimal_score": meta.get("bayes_optimal_score"),
+        "constant_score": meta.get("constant_score"),
+        "source": meta.get("source", {}).get("kind"),
+    }
+
+
+def coverage_gaps(
+    settings: Iterable[Setting], records: Iterable[RunRecord], wanted: int
+) -> dict[str, int]:
+    """Settings with fewer than ``wanted`` successes → how many they have."""
+    successes: dict[str, int] = {}
+    for r in records:
+        if r.status == "success":
+            key = setting_key(r.agent_id, r.task_id, r.budget_seconds)
+            successes[key] = successes.get(key, 0) + 1
+    return {s.key: successes.get(s.key, 0) for s in settings if successes.get(s.key, 0) < wanted}
+
+
+def manifest_drift(
+    records: Iterable[RunRecord], prepared: Callable[[str], PreparedTask]
+) -> list[str]:
+    """Runs whose task's public manifest is no longer the one they were given."""
+    current: dict[str, str | None] = {}
+    drift = []
+    for r in records:
+        if r.task_id not in current:
+            task = prepared(r.task_id)
+            current[r.task_id] = task.manifest_sha256() if task.manifest_path.is_file() else None
+        if r.public_manifest_sha256 is not None and r.public_manifest_sha256 != current[r.task_id]:
+            drift.append(
+                f"{r.run_id}: ran on manifest {r.public_manifest_sha256[:12]}, "
+                f"task {r.task_id} now has {(current[r.task_id] or 'none')[:12]}"
+            )
+    return drift
+
+
+RECORD_PATH_FIELDS = ("stdout_path", "stderr_path", "transcript_path", "submission_path")
+
+
+def private_references(records: Iterable[RunRecord], runs_dir: Path) -> list[str]:
+    """Record paths that name a ``private`` directory or resolve outside their run folder."""
+    problems = []
+    for r in records:
+        run_dir = (runs_dir / r.run_id).resolve()
+        for name in RECORD_PATH_FIELDS:
+            value = getattr(r, name)
+            if value is None:
+                continue
+            target = (run_dir / value).resolve()
+            if "private" in Path(value).parts:
+                problems.append(f"{r.run_id}: {name} {value!r} points into a private directory")
+            elif not target.is_relative_to(run_dir):
+                problems.append(f"{r.run_id}: {name} {value!r} leaves the run folder")
+    return problems

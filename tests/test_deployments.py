@@ -1,0 +1,277 @@
+"""The scale-out configs in orchestration/deployments/ are valid for the Dagster we lock.
+
+Each ``dagster.yaml`` is validated by Dagster's own instance-config loader and its run
+launcher's config schema; the Kubernetes Job the K8sRunLauncher would submit is rendered
+from it; the Docker files only reference files that exist. No Docker daemon, no cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dagster._config import process_config
+from dagster._core.instance.config import dagster_instance_config
+
+from runner.config import REPO_ROOT
+
+DEPLOYMENTS = REPO_ROOT / "orchestration" / "deployments"
+DOCKER = DEPLOYMENTS / "docker"
+K8S = DEPLOYMENTS / "k8s"
+
+POSTGRES_ENV = {
+    "DAGSTER_POSTGRES_HOST": "postgres",
+    "DAGSTER_POSTGRES_USER": "dagster",
+    "DAGSTER_POSTGRES_PASSWORD": "secret",
+    "DAGSTER_POSTGRES_DB": "dagster",
+    "DAGSTER_CURRENT_IMAGE": "tmlbench-user-code:test",
+}
+SANDBOX_ENV = ("TMLBENCH_DATA_DIR", "TMLBENCH_RUNS_DIR", "TMLBENCH_WAREHOUSE")
+
+
+@pytest.fixture(autouse=True)
+def _instance_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in POSTGRES_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+def instance_config(folder: Path) -> dict[str, Any]:
+    """Dagster's own validation of an instance dagster.yaml (raises on any schema error)."""
+    config, custom_class = dagster_instance_config(str(folder))
+    assert custom_class is None
+    return dict(config)
+
+
+def launcher_config(config: dict[str, Any], launcher_cls: type) -> dict[str, Any]:
+    """The run launcher's config checked and resolved by the launcher's own schema."""
+    result = process_config(launcher_cls.config_type(), config["run_launcher"]["config"])
+    assert result.success, result.errors
+    return dict(result.value)
+
+
+@pytest.mark.parametrize("folder", [DOCKER, K8S], ids=["docker", "k8s"])
+def test_instance_config_is_valid(folder: Path) -> None:
+    config = instance_config(folder)
+    assert "postgres" in config["storage"], "scale-out needs shared run storage"
+    assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
+
+
+@pytest.mark.parametrize("folder", [DOCKER, K8S], ids=["docker", "k8s"])
+def test_duckdb_pool_limited_to_one(folder: Path) -> None:
+    """DuckDB has one writer per file: the pool the warehouse assets use allows one op."""
+    from dagster._core.instance.config import ConcurrencyConfig
+
+    config = instance_config(folder)
+    pools = config["concurrency"]["pools"]
+    assert pools["default_limit"] == 1
+    assert pools.get("granularity", "op") == "op"
+    # As the instance itself reads it.
+    parsed = ConcurrencyConfig.from_concurrency_settings(config["concurrency"], None)
+    assert parsed.pool_config.default_pool_limit == 1
+    assert "duckdb 1" in (folder / "dagster.yaml").read_text()
+
+
+def test_definitions_use_only_the_duckdb_pool() -> None:
+    """``default_limit: 1`` is the duckdb pool's limit only while it is the only pool.
+
+    Every asset that writes the warehouse (raw load, dbt models, snapshot) is in it; the
+    attempts are not (they never open the warehouse and must run in parallel).
+    """
+    from orchestration.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    pools = {
+        key.to_user_string(): set(graph.get(key).pools or ()) for key in graph.get_all_asset_keys()
+    }
+    assert set().union(*pools.values()) == {"duckdb"}, "a new pool needs its own limit here"
+    for key in ("raw/runs", "raw/tasks", "raw/agents", "marts/leaderboard", "marts_snapshot"):
+        assert pools[key] == {"duckdb"}, key
+    assert pools["agent_runs"] == set()
+    assert pools["prepared_tasks"] == set()
+
+
+def test_pool_limit_applies_to_a_real_instance(tmp_path: Path) -> None:
+    """An instance with the deployments' concurrency section gives the duckdb pool 1 slot."""
+    import dagster as dg
+
+    concurrency = instance_config(DOCKER)["concurrency"]
+    (tmp_path / "dagster.yaml").write_text(
+        yaml.safe_dump(
+            {"concurrency": {"pools": concurrency["pools"]}, "telemetry": {"enabled": False}}
+        )
+    )
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+        instance.event_log_storage.set_concurrency_slots("duckdb", 1)
+        info = instance.event_log_storage.get_concurrency_info("duckdb")
+        assert info.slot_count == 1
+
+
+def test_docker_run_launcher_config() -> None:
+    from dagster_docker import DockerRunLauncher
+
+    config = instance_config(DOCKER)
+    assert config["run_launcher"]["module"] == "dagster_docker"
+    assert config["run_launcher"]["class"] == "DockerRunLauncher"
+    value = launcher_config(config, DockerRunLauncher)
+    assert value["image"] == POSTGRES_ENV["DAGSTER_CURRENT_IMAGE"]
+    kwargs = value["container_kwargs"]
+    # Sandbox settings: never privileged; bwrap needs seccomp/AppArmor lifted, no capabilities.
+    assert kwargs.get("privileged", False) is False
+    assert "seccomp=unconfined" in kwargs["security_opt"]
+    assert "apparmor=unconfined" in kwargs["security_opt"]
+    assert "no-new-privileges=true" in kwargs["security_opt"]
+    assert kwargs["cap_drop"] == ["ALL"]
+    assert "SYS_ADMIN" not in kwargs.get("cap_add", [])
+    assert not str(kwargs["user"]).startswith("0")
+    for limit in ("nano_cpus", "mem_limit", "pids_limit"):
+        assert kwargs[limit]
+    mounts = {v.split(":")[1] for v in kwargs["volumes"]}
+    assert {"/srv/tmlbench/data", "/srv/tmlbench/runs", "/srv/tmlbench/warehouse"} <= mounts
+    env = {e.split("=")[0] for e in value["env_vars"]}
+    assert set(SANDBOX_ENV) <= env
+    # The launcher accepts it (validates network/container_kwargs; no daemon contacted).
+    launcher = DockerRunLauncher(**value)
+    assert launcher.networks == ["tmlbench_dagster"]
+
+
+def test_k8s_run_launcher_renders_a_job() -> None:
+    """The Job the K8sRunLauncher would submit, built by dagster_k8s from our config."""
+    from dagster_k8s import K8sRunLauncher
+    from dagster_k8s.container_context import K8sContainerContext
+    from dagster_k8s.job import (
+        DagsterK8sJobConfig,
+        UserDefinedDagsterK8sConfig,
+        construct_dagster_k8s_job,
+    )
+
+    config = instance_config(K8S)
+    assert config["run_launcher"]["module"] == "dagster_k8s"
+    assert config["run_launcher"]["class"] == "K8sRunLauncher"
+    c = launcher_config(config, K8sRunLauncher)
+    context = K8sContainerContext(
+        image_pull_policy=c.get("image_pull_policy"),
+        service_account_name=c.get("service_account_name"),
+        env_config_maps=c.get("env_config_maps"),
+        env_secrets=c.get("env_secrets"),
+        env_vars=c.get("env_vars"),
+        volume_mounts=c.get("volume_mounts"),
+        volumes=c.get("volumes"),
+        labels=c.get("labels"),
+        namespace=c.get("job_namespace"),
+        resources=c.get("resources"),
+        security_context=c.get("security_context"),
+        run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(c.get("run_k8s_config") or {}),
+    )
+    job_config = DagsterK8sJobConfig(
+        job_image="tmlbench-user-code:test",
+        dagster_home=c["dagster_home"],
+        instance_config_map=c["instance_config_map"],
+        postgres_password_secret=c["postgres_password_secret"],
+    )
+    job = construct_dagster_k8s_job(
+        job_config=job_config,
+        args=["dagster", "api", "execute_run", "{}"],
+        job_name="dagster-run-test",
+        user_defined_k8s_config=context.run_k8s_config,
+        component="run_worker",
+    )
+    pod = job.spec.template.spec
+    container = pod.containers[0]
+    sc = container.security_context
+    assert sc.privileged is False
+    assert sc.allow_privilege_escalation is False
+    assert sc.run_as_non_root is True and sc.run_as_user == 10001
+    assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add
+    assert sc.proc_mount == "Unmasked" and pod.host_users is False
+    assert sc.seccomp_profile.type == "Unconfined"
+    assert container.resources.limits["cpu"] == container.resources.requests["cpu"]
+    assert container.resources.limits["memory"] == container.resources.requests["memory"]
+    assert {m.mount_path for m in container.volume_mounts} >= {
+        "/srv/tmlbench/data",
+        "/srv/tmlbench/runs",
+        "/srv/tmlbench/warehouse",
+    }
+    assert {e.name for e in container.env} >= set(SANDBOX_ENV)
+    assert job.spec.backoff_limit == 0
+
+
+def test_helm_values_match_instance() -> None:
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    instance = instance_config(K8S)
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    assert values["concurrency"]["enabled"] is True
+    assert values["concurrency"]["pools"]["defaultLimit"] == 1
+    assert values["concurrency"]["pools"]["granularity"] == "op"
+    assert (
+        values["concurrency"]["runs"]["maxConcurrentRuns"]
+        == instance["concurrency"]["runs"]["max_concurrent_runs"]
+    )
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "orchestration.definitions"]
+    k8s = values["runLauncher"]["config"]["k8sRunLauncher"]
+    sc = k8s["runK8sConfig"]["containerConfig"]["securityContext"]
+    assert sc["privileged"] is False and sc["procMount"] == "Unmasked"
+    assert k8s["runK8sConfig"]["podSpecConfig"]["hostUsers"] is False
+    assert k8s["resources"] == instance["run_launcher"]["config"]["resources"]
+
+
+def test_compose_references_existing_files() -> None:
+    compose = yaml.safe_load((DOCKER / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    assert {
+        "tmlbench_postgres",
+        "tmlbench_user_code",
+        "tmlbench_webserver",
+        "tmlbench_daemon",
+    } <= set(services)
+    build = services["tmlbench_user_code"]["build"]
+    context = (DOCKER / build["context"]).resolve()
+    assert context == REPO_ROOT.resolve()
+    assert (context / build["dockerfile"]).is_file()
+    for name, service in services.items():
+        assert not service.get("privileged"), name
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (DOCKER / source).is_file(), f"{name}: {source}"
+            elif not source.startswith("/"):
+                assert source in compose["volumes"], f"{name}: volume {source}"
+    # Names the DockerRunLauncher (docker-py, no compose prefix) refers to.
+    launcher = instance_config(DOCKER)["run_launcher"]["config"]
+    assert compose["networks"][launcher["network"]]["name"] == launcher["network"]
+    for volume in launcher["container_kwargs"]["volumes"]:
+        name = volume.split(":")[0]
+        assert compose["volumes"][name]["name"] == name
+    # The code location the workspace points at is the compose service.
+    workspace = yaml.safe_load((DOCKER / "workspace.yaml").read_text())
+    (location,) = workspace["load_from"]
+    assert location["grpc_server"]["host"] in services
+    assert "orchestration.definitions" in services["tmlbench_user_code"]["command"]
+
+
+def test_dockerfile_references_existing_files() -> None:
+    text = (DOCKER / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-[\w.-]*bookworm", text, re.M)
+    assert "uv sync --frozen" in text
+    assert "bubblewrap" in text
+    assert re.search(r"^USER (?!root|0)", text, re.M)
+    for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M):
+        *sources, _dest = line.split()
+        for source in sources:
+            assert (REPO_ROOT / source).exists(), f"COPY {source}: no such file in the repo"
+    # The CA is a build secret: mounted into RUN steps, never COPY'd into a layer.
+    assert "--mount=type=secret,id=ca" in text
+    assert not re.search(r"^(COPY|ADD)\b.*(\.crt|\.pem|ca-certificates)", text, re.M)
+
+
+def test_no_registry_hosts_in_deployments() -> None:
+    """Images are named without a registry host; package indexes come from the environment."""
+    pattern = re.compile(r"\b[\w-]+(\.[\w-]+)*\.(io|org|com|dev|net)\b")
+    for path in DEPLOYMENTS.rglob("*"):
+        if path.is_file() and path.suffix in {"", ".yaml", ".yml"} and path.name != "README.md":
+            for line in path.read_text().splitlines():
+                assert not pattern.search(line), f"{path.name}: {line.strip()}"

@@ -1,0 +1,22 @@
+"""Warehouse integrity queries (used by Dagster asset checks and usable from SQL tools)."""
+
+from __future__ import annotations
+
+import duckdb
+
+from runner.records import STATUSES
+
+
+def status_problems(con: duckdb.DuckDBPyConnection, limit: int = 20) -> list[str]:
+    """Run ids in ``raw.runs`` without exactly one row or without one known status."""
+    rows = con.execute(
+        """
+        select run_id, count(*) as n, count(distinct status) as statuses,
+               bool_or(status is null or status not in (select unnest(?))) as unknown
+        from raw.runs group by run_id
+        having n <> 1 or statuses <> 1 or unknown
+        order by run_id limit ?
+        """,
+        [list(STATUSES), limit],
+    ).fetchall()
+    return [f"{run_id}: {n} rows, {k} statuses, unknown={u}" for run_id, n, k, u in rows]
