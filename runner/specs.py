@@ -145,6 +145,11 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
         raise SpecError(f"{path}: invalid {model.__name__}: {problems}") from exc
 
 
+# The benchmark's default pairing of budget and instruction profile. Profile and budget are
+# separate settings (both recorded on every run), so a suite can pair them any other way.
+DEFAULT_PROFILES_BY_BUDGET = {240: "quick", 600: "good", 1200: "xgboost"}
+
+
 class SuiteSpec(Frozen):
     """Which settings a benchmark run covers: agents × tasks × budgets, each attempted N times.
 
@@ -166,8 +171,10 @@ class SuiteSpec(Frozen):
     instruction_profile: str = Field(
         default="standard", description="profile of every budget not named in instruction_profiles"
     )
-    instruction_profiles: dict[int, str] = Field(
-        default_factory=dict, description="budget (seconds) → instruction profile"
+    instruction_profiles: dict[int, str] | None = Field(
+        default=None,
+        description="budget (seconds) → instruction profile; None = the default pairing "
+        "(240 s quick, 600 s good, 1200 s xgboost)",
     )
     twin_rows: int | None = Field(
         default=None, gt=0, description="rows of each offline twin; None = the task's full size"
@@ -200,14 +207,14 @@ class SuiteSpec(Frozen):
             raise ValueError(
                 f"max_attempts ({self.max_attempts}) must be at least attempts ({self.attempts})"
             )
-        stray = sorted(set(self.instruction_profiles) - set(self.budgets))
+        stray = sorted(set(self.instruction_profiles or {}) - set(self.budgets))
         if stray:
             raise ValueError(
                 f"instruction_profiles names budgets {stray} that are not in budgets {list(self.budgets)}"
             )
         from runner.instructions import PROFILE_NOTES  # runner.instructions imports this module
 
-        for profile in {self.instruction_profile, *self.instruction_profiles.values()}:
+        for profile in {self.instruction_profile, *self.profiles_by_budget().values()}:
             if profile not in PROFILE_NOTES:
                 raise ValueError(
                     f"unknown instruction profile {profile!r} (known: {', '.join(PROFILE_NOTES)})"
@@ -219,6 +226,11 @@ class SuiteSpec(Frozen):
         """Agent attempts a setting may use before it is given up (``max_attempts`` or 2 × attempts)."""
         return self.max_attempts or 2 * self.attempts
 
+    def profiles_by_budget(self) -> dict[int, str]:
+        if self.instruction_profiles is None:
+            return dict(DEFAULT_PROFILES_BY_BUDGET)
+        return self.instruction_profiles
+
     def profile_for(self, budget_seconds: int) -> str:
         """The instruction profile of a budget (recorded on every run next to the budget)."""
-        return self.instruction_profiles.get(budget_seconds, self.instruction_profile)
+        return self.profiles_by_budget().get(budget_seconds, self.instruction_profile)

@@ -231,3 +231,16 @@ def test_an_attempt_held_by_another_process_is_not_run_twice(small_paths):
     assert (
         attempt(small_paths, agent, TASKS[0]).status == "success"
     )  # the lock died with its holder
+
+
+def test_xgboost_is_importable_inside_the_sandbox(small_paths, tmp_path):
+    agent, code = scripted_agent(
+        tmp_path,
+        """
+        import shutil, xgboost
+        print("xgboost", xgboost.__version__)
+        shutil.copy("sample_submission.csv", "submission.csv")
+    """,
+    )
+    record = attempt(small_paths, agent, TASKS[0], budget=30, code_dir=code)
+    assert record.status == "success", (record.error_message, record.exit_code)

@@ -48,10 +48,15 @@ def suite_spec(**fields) -> SuiteSpec:
 def test_suite_spec_profiles_attempts_and_errors():
     suite = suite_spec(attempts=3)
     assert suite.attempt_ceiling == 6 and suite.profile_for(30) == "standard"
+    paired = suite_spec(budgets=[240, 600, 1200, 90])
+    assert [paired.profile_for(b) for b in (240, 600, 1200, 90)] == [
+        "quick", "good", "xgboost", "standard",
+    ]  # fmt: skip
+    assert suite_spec(budgets=[240], instruction_profiles={}).profile_for(240) == "standard"
     assert suite_spec(attempts=2, max_attempts=3).attempt_ceiling == 3
     assert suite_spec(instruction_profiles={60: "standard"}).profile_for(60) == "standard"
-    with pytest.raises(ValueError, match="unknown instruction profile 'quick'"):
-        suite_spec(instruction_profiles={30: "quick"})
+    with pytest.raises(ValueError, match="unknown instruction profile 'speedy'"):
+        suite_spec(instruction_profiles={30: "speedy"})
     with pytest.raises(ValueError, match=r"names budgets \[240\] that are not in budgets"):
         suite_spec(instruction_profiles={240: "standard"})
     with pytest.raises(ValueError, match=r"max_attempts \(1\) must be at least attempts \(2\)"):

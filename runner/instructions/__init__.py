@@ -12,6 +12,25 @@ from runner.specs import TaskSpec
 # Notes appended per profile. Profiles and budgets are separate settings, both recorded.
 PROFILE_NOTES = {
     "standard": "",
+    "quick": """
+## Approach: quick baseline
+Time is short. Get a simple, robust model working end to end first (sensible encoding of
+categorical columns, imputation, a linear model or a small gradient-boosting model), write the
+submission, and only then spend what time is left on one or two clear improvements.
+""",
+    "good": """
+## Approach: good baseline
+Aim for a well-engineered model: look at the columns, engineer the obvious features (dates,
+categories, interactions the description suggests), train a gradient-boosting model with early
+stopping on a validation split, compare it with a simpler model, and keep the better one.
+""",
+    "xgboost": """
+## Approach: XGBoost-focused
+`xgboost` is installed and allowed (CPU only: use `tree_method="hist"`). Build a tuned XGBoost
+model: careful feature engineering, early stopping on a validation split, a small search over
+depth, learning rate, subsampling and regularization within your time, and a final fit on all
+labelled rows with the chosen number of rounds.
+""",
 }
 
 
