@@ -1,0 +1,1 @@
+"""The Streamlit dashboard over the published snapshot of the marts."""
