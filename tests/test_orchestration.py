@@ -117,13 +117,14 @@ def test_snapshot_is_a_complete_copy_swapped_in_atomically(tmp_path):
     con = duckdb.connect(str(source))
     con.execute("create schema marts; create table marts.leaderboard as select 1 as rank")
     con.execute("create schema raw; create table raw.runs as select 1 as x")
+    con.execute("create table main.int_runs_counted as select 1 as y")  # dbt's intermediates
     con.close()
     target = tmp_path / "snap.duckdb"
     target.write_text("an old snapshot")
-    assert publish_snapshot(source, target) == {"marts.leaderboard": 1}
+    assert publish_snapshot(source, target) == {"marts.leaderboard": 1, "raw.runs": 1}
     snap = duckdb.connect(str(target), read_only=True)
     assert snap.execute("select rank from marts.leaderboard").fetchall() == [(1,)]
-    assert snap.execute("select count(*) from information_schema.tables where table_schema = 'raw'").fetchone() == (0,)  # fmt: skip
+    assert snap.execute("select count(*) from information_schema.tables where table_schema = 'main'").fetchone() == (0,)  # fmt: skip
     snap.close()
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 

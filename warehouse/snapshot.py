@@ -1,4 +1,4 @@
-"""A read-only copy of the marts for the dashboard, published atomically.
+"""A read-only copy of the marts (and the raw runs) for the dashboard, published atomically.
 
 The dashboard opens the snapshot, never the warehouse itself, so it never competes with the
 loader or dbt for DuckDB's single-writer lock. A new snapshot is written to a temporary file
@@ -15,7 +15,8 @@ import duckdb
 
 from warehouse.db import connect
 
-SNAPSHOT_SCHEMAS = ("marts",)
+# raw too: the dashboard shows agent metadata (raw.agents) and explores attempts (raw.runs).
+SNAPSHOT_SCHEMAS = ("marts", "raw")
 
 
 def snapshot_path(warehouse: Path) -> Path:

@@ -1,0 +1,1 @@
+"""Pages of the dashboard (run by the router, app/streamlit_app.py)."""
