@@ -5,7 +5,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: help install system-deps uv run ui manifest dagster-home test lint format bench clean
+.PHONY: help install system-deps browser-deps uv run ui dashboard manifest dagster-home test lint format bench clean
 
 # Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
 DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
@@ -16,6 +16,7 @@ help:
 	@echo "make run       install, materialize the demo suite through Dagster (4 tasks x 3 baselines x 3 budgets x 5 attempts,"
 	@echo "               warehouse load, dbt marts, snapshot), print the leaderboard"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
+	@echo "make dashboard the Streamlit dashboard on http://127.0.0.1:8501 (reads the published snapshot)"
 	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
 	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
@@ -30,6 +31,17 @@ system-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else \
 	    echo "bubblewrap is missing: install it with 'sudo apt-get install bubblewrap' (Debian/Ubuntu)"; exit 1; \
+	  fi; }
+
+# chromium drives the dashboard's browser test (never Playwright's own browser download);
+# only `make test` needs it.
+browser-deps:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (the dashboard's browser test drives /usr/bin/chromium)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "chromium is missing: install it with 'sudo apt-get install chromium' (Debian/Ubuntu)"; exit 1; \
 	  fi; }
 
 uv:
@@ -47,10 +59,13 @@ run: install manifest dagster-home
 	@echo ""
 	@echo "warehouse: $(WAREHOUSE_FILE) (SQL: uv run tmlbench sql -f warehouse/queries/leaderboard.sql)"
 	@echo "Dagster UI: make ui, then open http://127.0.0.1:3000 (runs, asset metadata, checks)"
-	@echo "dashboard: coming with issue 5 (it will read the published snapshot of the marts)"
+	@echo "dashboard: make dashboard, then open http://127.0.0.1:8501 (reads the published snapshot of the marts)"
 
 ui: install manifest dagster-home
 	$(RUN) dagster dev -m orchestration.definitions -h 127.0.0.1 -p 3000
+
+dashboard: install
+	$(RUN) streamlit run app/streamlit_app.py --server.address 127.0.0.1 --server.port 8501 --server.headless true
 
 # The dbt manifest is built here, never when the definitions are imported.
 manifest: install
@@ -60,7 +75,7 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-test: install lint manifest
+test: install browser-deps lint manifest
 	$(RUN) dg check defs
 	$(RUN) pytest
 
@@ -79,6 +94,7 @@ bench: install
 	$(RUN) python benchmarks/baseline_quality.py
 	$(RUN) python benchmarks/warehouse_load.py
 	$(RUN) python benchmarks/dbt_build.py
+	$(RUN) python benchmarks/dashboard.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache

@@ -1,0 +1,100 @@
+"""Time to first render of the dashboard's leaderboard page over N synthetic attempts.
+
+Generates N attempts in raw.runs (the same generator as benchmarks/dbt_build.py), builds the
+marts, publishes the snapshot, starts ``streamlit run app/streamlit_app.py`` on a free loopback
+port and opens the leaderboard in headless Debian chromium (``/usr/bin/chromium``, through
+Playwright; Playwright's own browser download is never used). Time to first render: from
+``page.goto`` until the leaderboard table holds the top agent's name and the script run has
+finished. "cold" is the first page load after the server started (empty query cache), "warm"
+the median of later loads in fresh browser pages. Target: <= 2 s.
+
+    uv run python benchmarks/dashboard.py              # N = 100,000
+    uv run python benchmarks/dashboard.py -n 10000 -n 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dbt_build import generate
+from machine import describe_machine
+from playwright.sync_api import sync_playwright
+
+from tests.test_dashboard_browser import (
+    APP,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    streamlit_server,
+    wait_until_idle,
+)
+from warehouse.marts import build_marts
+from warehouse.snapshot import publish_snapshot
+
+TOP_AGENT = "agent-19"  # the generator's best agent
+WARM_LOADS = 5
+TIMEOUT_MS = 120_000
+
+
+def first_render(browser, url: str) -> float:
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    try:
+        started = time.perf_counter()
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_text(TOP_AGENT, exact=True).first.wait_for(state="attached", timeout=TIMEOUT_MS)
+        wait_until_idle(page, TIMEOUT_MS)
+        seconds = time.perf_counter() - started
+        errors = page.locator('[data-testid="stException"]')
+        if errors.count():
+            raise RuntimeError(f"the leaderboard raised: {errors.first.inner_text()}")
+        return seconds
+    finally:
+        page.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--runs", type=int, action="append", help="attempts (repeatable)")
+    args = parser.parse_args()
+    sizes = args.runs or [100_000]
+    if not CHROMIUM.is_file():
+        sys.exit(f"{CHROMIUM} is missing: `make install` installs it (as root on Debian)")
+    print(describe_machine())
+    with (
+        tempfile.TemporaryDirectory(prefix="tmlbench-dashboard-bench-") as tmp,
+        sync_playwright() as pw,
+    ):
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            for n in sizes:
+                root = Path(tmp) / f"n{n}"
+                root.mkdir()
+                warehouse = root / "warehouse.duckdb"
+                generate(warehouse, n)
+                build_marts(warehouse, artifacts_dir=root / "dbt")
+                snapshot = root / "snapshot.duckdb"
+                counts = publish_snapshot(warehouse, snapshot)
+                if not counts.get("marts.leaderboard"):
+                    print(f"N={n:>9,}  no agent is ranked (too few attempts per setting): skipped")
+                    continue
+                with streamlit_server(APP, snapshot, root / "streamlit.log") as url:
+                    cold = first_render(browser, url)
+                    warm = [first_render(browser, url) for _ in range(WARM_LOADS)]
+                verdict = "ok" if cold <= 2.0 else "over the 2 s target"
+                print(
+                    f"N={n:>9,}  leaderboard first render: cold {cold:5.2f} s, "
+                    f"warm median {statistics.median(warm):5.2f} s ({verdict})"
+                )
+        finally:
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()
