@@ -9,12 +9,9 @@ webserver (no daemon) never launches a run. Its process group is always terminat
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +25,7 @@ import pytest
 from runner.bench import setting_key
 from runner.config import REPO_ROOT
 from runner.registry import load_suite
+from tests.servers import free_port, stop
 
 pytestmark = pytest.mark.slow
 
@@ -65,12 +63,6 @@ query Locations {
   }
 }
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5.0) -> bytes:
@@ -159,32 +151,6 @@ def webserver(tmp_path: Path) -> Iterator[str]:
     finally:
         stop(proc)
         log.close()
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the whole process group, then SIGKILL whatever of it is left after 10 s."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    deadline = time.monotonic() + 5  # the code server child shuts down on its own, usually
-    while group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=5)
-    deadline = time.monotonic() + 2  # SIGKILLed members still need reaping
-    while group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not group_alive(proc.pid), "webserver process group survived SIGKILL"
 
 
 def loaded_location(base: str) -> dict:

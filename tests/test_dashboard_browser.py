@@ -15,8 +15,6 @@ import contextlib
 import os
 import random
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +29,7 @@ from runner.config import REPO_ROOT
 from runner.records import write_record
 from tests.conftest import make_paths
 from tests.records import make_record
+from tests.servers import free_port, stop
 from warehouse.db import connect
 from warehouse.loader import load_runs, load_specs
 from warehouse.marts import build_marts
@@ -105,35 +104,6 @@ def build_snapshot(root: Path, records) -> Path:
     counts = publish_snapshot(warehouse, snapshot)
     assert counts.get("marts.leaderboard", 0) > 0, counts
     return snapshot
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the whole process group, then SIGKILL whatever of it is left after 10 s."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=5)
-    deadline = time.monotonic() + 2  # SIGKILLed members still need reaping
-    while group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not group_alive(proc.pid), "streamlit process group survived SIGKILL"
 
 
 @contextlib.contextmanager
