@@ -8,6 +8,7 @@ newly published snapshot is picked up on the next query.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import duckdb
@@ -182,3 +183,49 @@ def time_scaling(path: Path) -> pd.DataFrame:
         "select agent_id, budget_seconds, mean_points, n_tasks from marts.time_scaling "
         "order by agent_id, budget_seconds",
     )
+
+
+RUN_COLUMNS = (
+    "run_id, created_at, agent_id, task_id, budget_seconds, instruction_profile, attempt_index, "
+    "status, score, local_validation_score, validation_code, wall_seconds, peak_memory_bytes, "
+    "source_path"
+)
+
+
+def runs(path: Path) -> pd.DataFrame:
+    """Every attempt in the snapshot, newest first (the run explorer filters this)."""
+    if "raw.runs" not in _tables(path):
+        return pd.DataFrame()
+    return _read(path, f"select {RUN_COLUMNS} from raw.runs order by created_at desc, run_id")
+
+
+def run_record(path: Path, run_id: str) -> dict:
+    """One attempt's full row of raw.runs (every record field), or {} if it is not there."""
+    frame = _read(path, "select * from raw.runs where run_id = ?", [run_id])
+    return {} if frame.empty else frame.iloc[0].to_dict()
+
+
+LOG_PREVIEW_BYTES = 64 * 1024
+
+
+def run_file_preview(record: dict, field: str, limit: int = LOG_PREVIEW_BYTES) -> str | None:
+    """The head of a file the record points to (``stdout_path``, ``submission_path``, ...).
+
+    Paths are relative to the run folder, which is where the loaded record file lives. Files an
+    agent wrote are untrusted: only a regular file (no symlink) inside the run folder is read,
+    and at most ``limit`` bytes. None when the record has no such file on this machine.
+    """
+    relative, source = record.get(field), record.get("source_path")
+    if not relative or not source:
+        return None
+    run_dir = Path(source).parent.resolve()
+    target = run_dir / relative
+    try:
+        if not stat.S_ISREG(target.lstat().st_mode) or not target.resolve().is_relative_to(run_dir):
+            return None
+        with target.open("rb") as fh:
+            head = fh.read(limit + 1)
+    except OSError:
+        return None
+    text = head[:limit].decode("utf-8", errors="replace")
+    return text + ("\n… (truncated)" if len(head) > limit else "")

@@ -16,5 +16,6 @@ pages = [
         "app_pages/rank_stability.py", title="Rank stability", icon=":material/stacked_line_chart:"
     ),
     st.Page("app_pages/time_scaling.py", title="Time scaling", icon=":material/schedule:"),
+    st.Page("app_pages/run_explorer.py", title="Run explorer", icon=":material/search:"),
 ]
 st.navigation(pages).run()

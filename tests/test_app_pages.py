@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from tests.test_app_queries import app_snapshot  # noqa: F401  (the session fixture)
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
-PAGES = ["leaderboard", "settings", "reliability", "rank_stability", "time_scaling"]
+PAGES = ["leaderboard", "settings", "reliability", "rank_stability", "time_scaling", "run_explorer"]
 SCRIPTS = ["streamlit_app.py", *(f"app_pages/{page}.py" for page in PAGES)]
 
 
@@ -53,3 +53,15 @@ def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, m
     assert "p_rank_1" not in board.columns
     coverage = at.dataframe[1].value.set_index("agent_id")
     assert not bool(coverage.loc["gamma", "is_ranked"])
+
+
+def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    total = len(at.dataframe[0].value)
+    at.multiselect[3].select("success").run()  # the status filter
+    assert not at.exception
+    successes = at.dataframe[0].value
+    assert 0 < len(successes) < total and set(successes["status"]) == {"success"}
+    assert at.selectbox[0].value == successes["run_id"].iloc[0]
+    assert at.subheader[0].value == successes["run_id"].iloc[0]
+    assert at.json, "the opened attempt shows its record"

@@ -127,3 +127,32 @@ def test_rank_stability_task_ranks_and_time_scaling(app_snapshot: Path):
     scaling = queries.time_scaling(app_snapshot)
     assert set(scaling["budget_seconds"]) == set(BUDGETS)
     assert set(scaling["agent_id"]) == {"alpha", "beta"}
+
+
+def test_run_file_preview_reads_only_regular_files_inside_the_run_folder(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    (run_dir / "workspace").mkdir(parents=True)
+    (run_dir / "record.json").write_text("{}")
+    (run_dir / "stdout.log").write_text("x" * 100)
+    (tmp_path / "secret.txt").write_text("do not show")
+    (run_dir / "workspace" / "submission.csv").symlink_to(tmp_path / "secret.txt")
+    record = {
+        "source_path": str(run_dir / "record.json"),
+        "stdout_path": "stdout.log",
+        "stderr_path": "../secret.txt",
+        "submission_path": "workspace/submission.csv",
+        "transcript_path": None,
+    }
+    assert queries.run_file_preview(record, "stdout_path") == "x" * 100
+    assert queries.run_file_preview(record, "stdout_path", limit=10).startswith("x" * 10 + "\n…")
+    assert queries.run_file_preview(record, "submission_path") is None  # a symlink
+    assert queries.run_file_preview(record, "stderr_path") is None  # outside the run folder
+    assert queries.run_file_preview(record, "transcript_path") is None
+
+
+def test_runs_lists_every_attempt_newest_first(app_snapshot: Path):
+    frame = queries.runs(app_snapshot)
+    assert len(frame) == frame["run_id"].nunique() > 0
+    assert frame["created_at"].is_monotonic_decreasing
+    record = queries.run_record(app_snapshot, frame["run_id"].iloc[0])
+    assert record["run_id"] == frame["run_id"].iloc[0] and "task_spec_sha256" in record
