@@ -9,6 +9,7 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.prepare import PreparedTask, prepare_twin
 from runner.registry import load_task
+from warehouse.db import apply_ddl, connect
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 SMALL_ROWS = 600
@@ -55,3 +56,12 @@ def small_paths(small_data: Path, tmp_path: Path) -> Paths:
 
 def prepared(paths: Paths, task_id: str) -> PreparedTask:
     return PreparedTask(paths.data_dir / "tasks" / task_id)
+
+
+@pytest.fixture
+def con(tmp_path: Path):
+    """A fresh warehouse file with the raw schema applied."""
+    con = connect(tmp_path / "wh.duckdb")
+    apply_ddl(con)
+    yield con
+    con.close()

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from runner.errors import TmlbenchError
-from warehouse.db import apply_ddl, connect
 from warehouse.importers.tml_bench import KNOWN, import_tml_bench
 from warehouse.loader import load_runs
 
@@ -92,14 +91,6 @@ def make_json_tree(root: Path, rows) -> Path:
         folder.mkdir(parents=True)
         (folder / "result.json").write_text(json.dumps(to_result_json(r)))
     return root
-
-
-@pytest.fixture
-def con(tmp_path: Path):
-    con = connect(tmp_path / "wh.duckdb")
-    apply_ddl(con)
-    yield con
-    con.close()
 
 
 def runs(con) -> dict[str, dict]:

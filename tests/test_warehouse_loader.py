@@ -32,14 +32,6 @@ def write_raw(runs_dir: Path, name: str, content: str | dict) -> Path:
     return path
 
 
-@pytest.fixture
-def con(tmp_path: Path):
-    con = connect(tmp_path / "wh.duckdb")
-    apply_ddl(con)
-    yield con
-    con.close()
-
-
 def count(con, table="raw.runs") -> int:
     return con.execute(f"select count(*) from {table}").fetchone()[0]
 
