@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from runner.errors import HarnessError
 from runner.sandbox import (
+    Bind,
     BwrapSandbox,
     Sandbox,
     SandboxLimits,
@@ -272,6 +274,46 @@ def test_bwrap_isolation(bwrap: Sandbox, tmp_path: Path):
     assert out["uid"] == 65534
     assert out["cpus"] == "0"
     assert bwrap.paths(att.workspace, AGENTS).python == "/opt/tmlbench/venv/bin/python"
+
+
+def test_binds_share_a_unix_socket_and_stay_read_only(sandbox: Sandbox, tmp_path: Path):
+    """The harness talks to sandboxed programs (tools, egress) only through bound sockets."""
+    att = Attempt(tmp_path, sandbox)
+    control = tmp_path / "control"
+    control.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(control / "s.sock"))
+    server.listen(1)
+    server.settimeout(20)
+    bind = Bind(host=control, inside="/run/tmlbench")
+    inside = sandbox.bind_path(bind)
+    code = (
+        "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1] + '/s.sock');"
+        "s.sendall(b'hi'); print(s.recv(10).decode());"
+        "open(sys.argv[1] + '/w', 'w') if sys.argv[2] == 'ro' else None"
+    )
+    ro = "ro" if sandbox.isolated else "-"
+    req = att.request(
+        [att.paths.python, "-c", code, inside, ro], SandboxLimits(wall_seconds=20), binds=(bind,)
+    )
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        conn.sendall(conn.recv(10) + b"!")
+        conn.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    res = sandbox.run(req)
+    thread.join(5)
+    server.close()
+    assert att.stdout().strip() == "hi!"
+    if sandbox.isolated:
+        assert inside == "/run/tmlbench"
+        assert res.exit_code != 0 and "Read-only file system" in att.stderr()
+        assert not (control / "w").exists()
+    else:
+        assert res.exit_code == 0 and inside == str(control.resolve())
 
 
 def test_bwrap_python_stack_importable(bwrap: Sandbox, tmp_path: Path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from runner.errors import HarnessError
 from runner.sandbox.base import (
     GIB,
+    Bind,
     Sandbox,
     SandboxLimits,
     SandboxPaths,
@@ -24,6 +25,7 @@ BACKENDS = ("bwrap", "process")
 __all__ = [
     "BACKENDS",
     "GIB",
+    "Bind",
     "BwrapSandbox",
     "ProcessSandbox",
     "Sandbox",

@@ -35,6 +35,19 @@ class SandboxPaths:
 
 
 @dataclass(frozen=True)
+class Bind:
+    """A host folder the harness shares with the sandbox, e.g. one holding a unix socket.
+
+    ``inside`` is where an isolating backend mounts it; ask ``Sandbox.bind_path`` where a
+    given backend makes it appear (the process backend has no mounts: the host path).
+    """
+
+    host: Path
+    inside: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
 class SandboxRequest:
     """Run ``command`` (argv as seen inside), ``workspace`` writable, ``agent_dir`` read-only.
 
@@ -49,6 +62,7 @@ class SandboxRequest:
     stdout_path: Path
     stderr_path: Path
     log_cap_bytes: int = 5 * 1024**2
+    binds: tuple[Bind, ...] = ()
 
 
 @dataclass
@@ -72,6 +86,10 @@ class Sandbox(ABC):
     @abstractmethod
     def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
         """The in-sandbox paths of the workspace, the agent's code and the Python runtime."""
+
+    def bind_path(self, bind: Bind) -> str:
+        """Where ``bind`` appears to the sandboxed program."""
+        return bind.inside
 
     @abstractmethod
     def run(self, request: SandboxRequest) -> SandboxResult:

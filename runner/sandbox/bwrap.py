@@ -182,6 +182,12 @@ class BwrapSandbox(Sandbox):
         a += ["--ro-bind", str(self.prefix), VENV]
         a += ["--ro-bind", str(agent_dir), AGENT_DIR]
         a += ["--bind", str(workspace), WORKSPACE]
+        for bind in request.binds:
+            a += [
+                "--bind" if bind.writable else "--ro-bind",
+                str(Path(bind.host).resolve()),
+                bind.inside,
+            ]
         a += ["--remount-ro", "/", "--chdir", WORKSPACE, "--json-status-fd", "3", "--"]
         # bwrap always sets PWD; drop it again unless the caller asked for one.
         if "PWD" in request.env:

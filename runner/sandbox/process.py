@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest, SandboxResult
+from runner.sandbox.base import Bind, Sandbox, SandboxPaths, SandboxRequest, SandboxResult
 from runner.sandbox.supervise import Launch, supervise
 
 
@@ -23,6 +23,9 @@ class ProcessSandbox(Sandbox):
             agent_dir=str(Path(agent_dir).resolve()),
             python=sys.executable,
         )
+
+    def bind_path(self, bind: Bind) -> str:
+        return str(Path(bind.host).resolve())
 
     def run(self, request: SandboxRequest) -> SandboxResult:
         launch = Launch(
