@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import TmlbenchError, describe_validation_error
 
-RECORD_SCHEMA_VERSION = 1
+# 2 added the agent-usage fields (requests … egress_bytes_down); version-1 records stay valid.
+RECORD_SCHEMA_VERSION = 2
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
 
@@ -81,9 +82,24 @@ class RunRecord(BaseModel):
     exit_code: int | None = None
     limit_exceeded: str | None = None
 
+    # Model usage: from the API's usage fields (llm agents); unknown stays None, never 0.
     tokens_in: int | None = None
     tokens_out: int | None = None
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(default=None, description="tokens × the agent spec's prices")
+    requests: int | None = Field(default=None, description="model API requests, retries included")
+    retries: int | None = None
+    steps: int | None = Field(default=None, description="model replies the agent acted on")
+    provider_seconds: float | None = Field(
+        default=None, description="wall time waiting on the model API (backoff included)"
+    )
+    tool_seconds: float | None = Field(
+        default=None, description="wall time executing the model's tool calls in the sandbox"
+    )
+    # Provider-only egress of command agents: what the harness's allow-listing proxy counted.
+    egress_requests: int | None = None
+    egress_denied: int | None = None
+    egress_bytes_up: int | None = None
+    egress_bytes_down: int | None = None
 
     task_spec_sha256: str
     public_manifest_sha256: str | None = None

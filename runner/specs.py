@@ -96,6 +96,56 @@ class ModelIdentity(Frozen):
     knowledge_cutoff: dt.date | None = None
 
 
+class TokenPrices(Frozen):
+    """USD per million tokens, from the provider's price page (cost = tokens × price)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class LlmSpec(Frozen):
+    """How the built-in coding agent reaches its model: any OpenAI-compatible endpoint."""
+
+    base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    api_key_env: str | None = Field(
+        default=None,
+        description="name of the harness's environment variable holding the key; "
+        "None for local servers without auth. The key never enters the sandbox.",
+    )
+    temperature: float | None = Field(default=0.0, ge=0)
+    max_tokens: int | None = Field(default=4096, gt=0, description="per model reply")
+    prices: TokenPrices | None = None
+    request_timeout_seconds: float = Field(default=300, gt=0)
+    max_retries: int = Field(default=5, ge=0, description="per request, on 429/5xx/network errors")
+    max_steps: int = Field(default=200, gt=0, description="model replies per attempt")
+    context_chars: int = Field(
+        default=200_000,
+        gt=0,
+        description="above this many characters of conversation, old tool outputs are elided",
+    )
+    tool_output_chars: int = Field(default=8_000, gt=0, description="per tool result")
+    read_file_bytes: int = Field(default=50_000, gt=0, description="cap of the read_file tool")
+    extra_body: dict[str, object] = Field(
+        default_factory=dict, description="extra fields sent with every chat-completions request"
+    )
+
+    @model_validator(mode="after")
+    def _http_url(self) -> LlmSpec:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"llm.base_url must start with http:// or https://, got {self.base_url!r}"
+            )
+        return self
+
+
+class EgressSpec(Frozen):
+    """Provider-only egress for a command agent: these hosts, through the harness's proxy."""
+
+    allow: tuple[str, ...] = Field(
+        min_length=1, description="'host' (port 443) or 'host:port' the agent may reach"
+    )
+
+
 class AgentSpec(Frozen):
     id: str
     kind: Literal["baseline", "command", "llm"]
@@ -106,7 +156,7 @@ class AgentSpec(Frozen):
     command: tuple[str, ...] = Field(
         default=(),
         description="argv template; placeholders {python} {agent_dir} {workspace} {budget} {seed} "
-        "{instructions}",
+        "{instructions} (the file) {prompt} (its text) {model} {provider}",
     )
     code_dir: str | None = Field(
         default=None,
@@ -117,11 +167,35 @@ class AgentSpec(Frozen):
         default=False,
         description="built-in code we wrote; only trusted agents may use the process backend",
     )
+    llm: LlmSpec | None = Field(default=None, description="kind 'llm' only: the model endpoint")
+    egress: EgressSpec | None = Field(
+        default=None, description="kind 'command' only: provider hosts reachable through the proxy"
+    )
+    secrets: dict[str, str] = Field(
+        default_factory=dict,
+        description="kind 'command' only: variable inside the sandbox → harness variable it is "
+        "read from (API keys for CLIs that call their provider themselves); never recorded",
+    )
 
     @model_validator(mode="after")
     def _runnable(self) -> AgentSpec:
         if self.kind in ("baseline", "command") and not self.command:
             raise ValueError(f"agent kind {self.kind!r} needs a 'command' argv template")
+        if self.kind == "llm":
+            if self.llm is None:
+                raise ValueError(
+                    "agent kind 'llm' needs an 'llm' block (base_url, api_key_env, ...)"
+                )
+            if not self.model.model_id:
+                raise ValueError("agent kind 'llm' needs model.model_id (sent to the endpoint)")
+            if self.command:
+                raise ValueError("agent kind 'llm' runs the built-in agent loop: drop 'command'")
+        elif self.llm is not None:
+            raise ValueError(f"'llm' is only for agent kind 'llm', not {self.kind!r}")
+        if self.kind != "command" and (self.egress or self.secrets):
+            raise ValueError("'egress' and 'secrets' are only for agent kind 'command'")
+        if self.secrets and self.egress is None:
+            raise ValueError("'secrets' are API keys for a provider: give 'egress.allow' too")
         return self
 
 

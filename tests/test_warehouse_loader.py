@@ -50,6 +50,19 @@ def test_apply_ddl_is_idempotent(con):
     assert {"runs", "tasks", "agents"} <= tables
 
 
+def test_a_warehouse_from_record_schema_1_gains_the_usage_columns(con, tmp_path: Path):
+    usage = ["requests", "retries", "steps", "provider_seconds", "tool_seconds"]
+    usage += ["egress_requests", "egress_denied", "egress_bytes_up", "egress_bytes_down"]
+    for name in usage:
+        con.execute(f"alter table raw.runs drop column {name}")
+    write(tmp_path / "runs", rec(minute=1, schema_version=1))
+    apply_ddl(con)
+    assert load_runs(con, tmp_path / "runs").new == 1
+    names = {r[0] for r in con.execute("describe raw.runs").fetchall()}
+    assert set(usage) <= names
+    assert con.execute("select schema_version, requests from raw.runs").fetchall() == [(1, None)]
+
+
 def test_load_twice_second_time_all_unchanged(con, tmp_path: Path):
     runs = tmp_path / "runs"
     for minute in range(5):
@@ -93,6 +106,15 @@ def test_every_field_lands_in_its_column(con, tmp_path: Path):
         tokens_in=1000,
         tokens_out=200,
         cost_usd=0.0123,
+        requests=14,
+        retries=2,
+        steps=12,
+        provider_seconds=40.5,
+        tool_seconds=70.25,
+        egress_requests=9,
+        egress_denied=1,
+        egress_bytes_up=12345,
+        egress_bytes_down=2**33,
         public_manifest_sha256="m" * 64,
         instructions_sha256="i" * 64,
         git_sha="g" * 40,

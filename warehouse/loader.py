@@ -31,6 +31,7 @@ from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
 from runner.records import RunRecord, iter_record_paths
 from runner.registry import list_agents, list_tasks, task_spec_sha256
+from runner.specs import AgentSpec
 from warehouse.db import apply_ddl
 
 SOURCE_TMLBENCH = "tmlbench"
@@ -322,9 +323,8 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
             "provider": pa.array([a.model.provider for a in agents], pa.string()),
             "model_id": pa.array([a.model.model_id for a in agents], pa.string()),
             "knowledge_cutoff": pa.array([a.model.knowledge_cutoff for a in agents], pa.date32()),
-            # Agent specs carry no token prices yet; the columns stay NULL until they do.
-            "price_in_per_mtok_usd": pa.array([None] * len(agents), pa.float64()),
-            "price_out_per_mtok_usd": pa.array([None] * len(agents), pa.float64()),
+            "price_in_per_mtok_usd": pa.array([_price(a, "input") for a in agents], pa.float64()),
+            "price_out_per_mtok_usd": pa.array([_price(a, "output") for a in agents], pa.float64()),
             "source": pa.array(["spec"] * len(agents), pa.string()),
             "loaded_at": pa.array([now] * len(agents), pa.timestamp("us", tz="UTC")),
         }
@@ -348,3 +348,9 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
         con.unregister("_tmlbench_tasks")
         con.unregister("_tmlbench_agents")
     return {"tasks": len(tasks), "agents": len(agents)}
+
+
+def _price(agent: AgentSpec, side: str) -> float | None:
+    """USD per million tokens of an llm agent, where its spec gives prices."""
+    prices = agent.llm.prices if agent.llm else None
+    return getattr(prices, f"{side}_per_mtok") if prices else None

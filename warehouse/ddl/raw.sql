@@ -52,6 +52,15 @@ create table if not exists raw.runs (
     tokens_in               bigint,
     tokens_out              bigint,
     cost_usd                double,
+    requests                integer,
+    retries                 integer,
+    steps                   integer,
+    provider_seconds        double,
+    tool_seconds            double,
+    egress_requests         integer,
+    egress_denied           integer,
+    egress_bytes_up         bigint,
+    egress_bytes_down       bigint,
 
     task_spec_sha256        varchar not null,
     public_manifest_sha256  varchar,
@@ -71,6 +80,17 @@ create table if not exists raw.runs (
     loaded_at               timestamptz not null,
     check (status = 'success' or (score is null and score_hib is null))
 );
+
+-- Record schema 2 (agent usage): warehouses created before it get the columns here.
+alter table raw.runs add column if not exists requests integer;
+alter table raw.runs add column if not exists retries integer;
+alter table raw.runs add column if not exists steps integer;
+alter table raw.runs add column if not exists provider_seconds double;
+alter table raw.runs add column if not exists tool_seconds double;
+alter table raw.runs add column if not exists egress_requests integer;
+alter table raw.runs add column if not exists egress_denied integer;
+alter table raw.runs add column if not exists egress_bytes_up bigint;
+alter table raw.runs add column if not exists egress_bytes_down bigint;
 
 create table if not exists raw.tasks (
     task_id                 varchar primary key,

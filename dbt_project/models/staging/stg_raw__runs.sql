@@ -46,6 +46,15 @@ renamed as (
         tokens_in,
         tokens_out,
         cost_usd,
+        requests,
+        retries,
+        steps,
+        provider_seconds,
+        tool_seconds,
+        egress_requests,
+        egress_denied,
+        egress_bytes_up,
+        egress_bytes_down,
 
         -- provenance
         source as load_source,
