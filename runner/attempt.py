@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner import __version__
 from runner.config import REPO_ROOT
+from runner.drivers import check_credentials, make_driver, sandbox_fields
 from runner.errors import TmlbenchError
 from runner.grading import InvalidSubmission, grade_submission, load_answers
 from runner.instructions import instructions_sha256, render_instructions
@@ -92,6 +93,7 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
             f"agent {plan.agent.id} is not a trusted built-in and the {ctx.sandbox.name!r} backend does "
             "not isolate it; use --backend bwrap, or pass --unsafe-no-isolation to accept the risk"
         )
+    check_credentials(plan.agent)
     run_dir = ctx.runs_dir / plan.run_id
     with _claimed(run_dir, plan.run_id):
         previous = existing_record(ctx.runs_dir, plan.run_id)
@@ -142,30 +144,26 @@ def _clear_leftovers(run_dir: Path) -> None:
 def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: SandboxLimits) -> dict:
     workspace = run_dir / WORKSPACE_DIR
     instructions = _make_workspace(plan, ctx.prepared, workspace)
-    agent_dir = ctx.agent_code_dir or _empty_dir(run_dir / ".agent")
+    driver = make_driver(plan.agent, ctx.agent_code_dir, instructions, plan.budget_seconds, run_dir)
+    agent_dir = driver.agent_dir or _empty_dir(run_dir / ".agent")
     paths = ctx.sandbox.paths(workspace, agent_dir)
     seed = derive_seed(plan.run_id)
-    fields = {
-        "python": paths.python,
-        "agent_dir": paths.agent_dir,
-        "workspace": paths.workspace,
-        "budget": str(plan.budget_seconds),
-        "seed": str(seed),
-        "instructions": f"{paths.workspace}/INSTRUCTIONS.md",
-    }
-    command = [part.format(**fields) for part in plan.agent.command]
-    request = SandboxRequest(
-        command=command,
-        workspace=workspace,
-        agent_dir=agent_dir,
-        env=_agent_env(paths.workspace, paths.python, plan, seed),
-        limits=limits,
-        stdout_path=run_dir / "stdout.log",
-        stderr_path=run_dir / "stderr.log",
-    )
-    result = ctx.sandbox.run(request)
-    outcome = _judge(plan, ctx, workspace, result)
+    fields = sandbox_fields(paths, plan.agent, plan.budget_seconds, seed, instructions)
+    with driver:
+        request = SandboxRequest(
+            command=driver.command(ctx.sandbox, fields),
+            workspace=workspace,
+            agent_dir=agent_dir,
+            env=_agent_env(paths.workspace, paths.python, plan, seed) | driver.extra_env(),
+            limits=limits,
+            stdout_path=run_dir / "stdout.log",
+            stderr_path=run_dir / "stderr.log",
+            binds=driver.binds,
+        )
+        result = ctx.sandbox.run(request)
+    outcome = driver.status() or _judge(plan, ctx, workspace, result)
     outcome.update(
+        driver.record_fields(),
         instructions_sha256=instructions_sha256(instructions),
         wall_seconds=result.wall_seconds,
         cpu_seconds=result.cpu_seconds,

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from runner.cli import cli
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
+from runner.registry import list_agents
 from tests.test_warehouse_import import ROWS, make_sqlite
 from tests.test_warehouse_loader import rec, write, write_raw
 from warehouse.db import connect
@@ -41,7 +42,8 @@ def test_commands_are_registered_through_entry_points():
 def test_warehouse_load_prints_counts_and_is_idempotent(env):
     result = invoke(env, "warehouse", "load")
     assert result.exit_code == 0, result.output
-    assert "4 tasks, 3 agents" in result.output
+    agents = len(list_agents(REPO_ROOT / "agents"))
+    assert f"4 tasks, {agents} agents" in result.output
     assert "4 new, 0 unchanged, 0 rejected" in result.output
     again = invoke(env, "warehouse", "load")
     assert "0 new, 4 unchanged, 0 rejected" in again.output and again.exit_code == 0

@@ -12,6 +12,7 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.errors import TmlbenchError
 from runner.records import RunRecord, write_record
+from runner.registry import list_agents
 from tests.records import make_record as rec
 from warehouse import loader
 from warehouse.db import apply_ddl, connect, warehouse_path
@@ -272,23 +273,29 @@ def test_load_specs_replaces_specs_and_keeps_imported_agents(con, tmp_path: Path
         "('baseline-gbm', 'command', 'tml-bench', now()), "
         "('old-spec-agent', 'baseline', 'spec', now())"
     )
+    specs = list_agents(paths.agents_dir)
     counts = load_specs(con, paths)
-    assert counts == {"tasks": 4, "agents": 3}
+    assert counts == {"tasks": 4, "agents": len(specs)}
     assert count(con, "raw.tasks") == 4
     agents = dict(con.execute("select agent_id, source from raw.agents").fetchall())
-    assert agents == {
-        "baseline-constant": "spec",
-        "baseline-gbm": "spec",
-        "baseline-linear": "spec",
-        "gpt-imported": "tml-bench",
-    }
+    assert agents == {a.id: "spec" for a in specs} | {"gpt-imported": "tml-bench"}
+    assert {"baseline-gbm", "chutes-qwen3-coder-480b", "kilo-qwen3-coder-480b"} <= set(agents)
+    prices = con.execute(
+        "select agent_id, price_in_per_mtok_usd, price_out_per_mtok_usd from raw.agents "
+        "where price_in_per_mtok_usd is not null"
+    ).fetchall()
+    assert prices == [
+        (a.id, a.llm.prices.input_per_mtok, a.llm.prices.output_per_mtok)
+        for a in specs
+        if a.llm and a.llm.prices
+    ]
     task = con.execute(
         "select metric_name, metric_direction, spec_sha256, start_date from raw.tasks "
         "where task_id = 'playground-series-s5e10'"
     ).fetchone()
     assert task[0] and task[1] in ("maximize", "minimize") and len(task[2]) == 64
     assert load_specs(con, paths) == counts  # again: same rows, no duplicate keys
-    assert count(con, "raw.agents") == 4
+    assert count(con, "raw.agents") == len(specs) + 1  # the imported agent is kept
 
 
 def test_locked_warehouse_names_the_path(tmp_path: Path):

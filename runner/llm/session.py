@@ -1,0 +1,411 @@
+"""One llm attempt, harness side: the model conversation, driving tools inside the sandbox.
+
+The sandbox runs ``toolhost.py``, which connects back over a unix socket; this session sends
+it the model's tool calls and returns their results to the model, until the model calls
+``finish``, stops using tools, runs out of steps, fails at the provider, or the budget ends.
+Every request, reply, retry and tool result goes to ``transcript.jsonl`` (never the key).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+from runner.llm.client import ChatClient, ContextTooLong, OutOfTime, ProviderFailure
+from runner.llm.tools import TOOLS, MalformedCall, ToolCall, parse_call
+from runner.specs import AgentSpec
+
+SYSTEM_PROMPT = files(__package__).joinpath("system.md").read_text(encoding="utf-8")
+NUDGE = (
+    "You replied without calling a tool. Keep working with the tools (run, write_file, "
+    "read_file), and call finish once submission.csv is written and checked."
+)
+MAX_NUDGES = 2
+TOOL_MARGIN = 1.0  # seconds kept free at the end of the budget when a command is started
+ELIDED = "[older tool output elided to keep the conversation within the context limit]"
+
+
+@dataclass
+class Usage:
+    tokens_in: int = 0
+    tokens_out: int = 0
+    usage_missing: bool = False  # a reply came without usage fields: totals are unknown
+    steps: int = 0
+    tool_seconds: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """How the conversation ended; ``provider_error`` set means the attempt is one."""
+
+    reason: str = "not started"
+    provider_error: str | None = None
+    harness_fault: str | None = None
+    out_of_time: bool = False
+    usage: Usage = field(default_factory=Usage)
+
+
+class ToolHostGone(Exception):
+    """The sandboxed tool host is no longer there (the budget ended, or it crashed)."""
+
+
+class LlmSession:
+    def __init__(
+        self,
+        agent: AgentSpec,
+        instructions: str,
+        budget_seconds: float,
+        socket_path: Path,
+        transcript_path: Path,
+        api_key: str | None,
+    ):
+        assert agent.llm is not None and agent.model.model_id
+        self.agent = agent
+        self.llm = agent.llm
+        self.instructions = instructions
+        self.budget_seconds = budget_seconds
+        self.started = self.deadline = time.monotonic()  # set again by start()
+        self.transcript_path = transcript_path
+        self.outcome = Outcome()
+        self.client = ChatClient(
+            self.llm.base_url,
+            api_key,
+            request_timeout=self.llm.request_timeout_seconds,
+            max_retries=self.llm.max_retries,
+            on_retry=lambda **info: self._log("retry", **info),
+        )
+        self.context_chars = self.llm.context_chars
+        self._stop = threading.Event()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(socket_path))
+        socket_path.chmod(0o666)  # the sandbox user connects to it
+        self._listener.listen(1)
+        self._conn: socket.socket | None = None
+        self._transcript = transcript_path.open("a", encoding="utf-8")
+        self._thread = threading.Thread(target=self._run, name="llm-session", daemon=True)
+
+    # -- lifecycle (called by the attempt) -----------------------------------------------------
+
+    def start(self) -> None:
+        """Start the conversation; the budget runs from now, as the sandbox's does."""
+        self.started = time.monotonic()
+        self.deadline = self.started + self.budget_seconds
+        self._thread.start()
+
+    def stop(self, join_seconds: float = 5.0) -> Outcome:
+        """After the sandbox ended: unblock the loop, wait for it, release the socket."""
+        self._stop.set()
+        for sock in (self._conn, self._listener):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+        self._thread.join(join_seconds)
+        self._transcript.close()
+        return self.outcome
+
+    def record_fields(self) -> dict:
+        usage = self.outcome.usage
+        known = not usage.usage_missing and self.client.stats.requests > 0
+        tokens_in = usage.tokens_in if known else None
+        tokens_out = usage.tokens_out if known else None
+        return {
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "cost_usd": self._cost(tokens_in, tokens_out),
+            "requests": self.client.stats.requests,
+            "retries": self.client.stats.retries,
+            "steps": usage.steps,
+            "provider_seconds": round(self.client.stats.seconds, 3),
+            "tool_seconds": round(usage.tool_seconds, 3),
+            "transcript_path": self.transcript_path.name,
+        }
+
+    def _cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
+        prices = self.llm.prices
+        if prices is None or tokens_in is None or tokens_out is None:
+            return None
+        return (tokens_in * prices.input_per_mtok + tokens_out * prices.output_per_mtok) / 1e6
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._log(
+            "start",
+            model=self.agent.model.model_id,
+            base_url=self.llm.base_url,
+            budget_seconds=round(self.deadline - self.started, 3),
+            system=SYSTEM_PROMPT,
+            instructions=self.instructions,
+            tools=[t["function"]["name"] for t in TOOLS],
+        )
+        try:
+            self._conn = self._accept()
+            self.outcome.reason = self._converse()
+        except ProviderFailure as exc:
+            self.outcome.reason = "provider error"
+            self.outcome.provider_error = str(exc)
+        except OutOfTime as exc:
+            # Leave the tool host waiting: the sandbox's deadline ends the attempt as a timeout.
+            self.outcome.reason = f"out of time: {exc}"
+            self.outcome.out_of_time = True
+        except ToolHostGone as exc:
+            self.outcome.reason = f"sandbox ended: {exc}"
+        except Exception as exc:  # a bug of ours: recorded as harness_error, never the agent's
+            self.outcome.reason = "harness fault"
+            self.outcome.harness_fault = traceback.format_exc()
+            self._log("harness_fault", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._log("end", reason=self.outcome.reason, provider_error=self.outcome.provider_error)
+            self._send_exit()
+
+    def _accept(self) -> socket.socket:
+        self._listener.settimeout(max(0.1, min(30.0, self._remaining())))
+        try:
+            conn, _ = self._listener.accept()
+        except (TimeoutError, OSError) as exc:
+            raise ToolHostGone(f"the tool host never connected ({exc})") from exc
+        conn.settimeout(None)
+        return conn
+
+    def _converse(self) -> str:
+        messages: list[dict] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": self.instructions},
+        ]
+        nudges = 0
+        usage = self.outcome.usage
+        while usage.steps < self.llm.max_steps:
+            if self._stop.is_set():
+                return "sandbox ended"
+            reply = self._ask(messages)
+            usage.steps += 1
+            message = reply["choices"][0].get("message") or {}
+            messages.append(_assistant_message(message))
+            calls = message.get("tool_calls") or []
+            if not calls:
+                if nudges == MAX_NUDGES:
+                    return "the model stopped calling tools"
+                nudges += 1
+                messages.append({"role": "user", "content": NUDGE})
+                self._log("nudge", content=NUDGE)
+                continue
+            finished = False
+            for index, raw in enumerate(calls):
+                call_id = str(raw.get("id") or f"call_{usage.steps}_{index}")
+                result, done = self._tool_result(raw)
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+                finished = finished or done
+            if finished:
+                return "the model called finish"
+        return f"step limit of {self.llm.max_steps} model replies reached"
+
+    def _ask(self, messages: list[dict]) -> dict:
+        for _ in range(4):  # each ContextTooLong halves the context we keep
+            _fit_context(messages, self.context_chars)
+            body = {
+                "model": self.agent.model.model_id,
+                "messages": messages,
+                "tools": TOOLS,
+                "tool_choice": "auto",
+                **self.llm.extra_body,
+            }
+            if self.llm.temperature is not None:
+                body["temperature"] = self.llm.temperature
+            if self.llm.max_tokens is not None:
+                body["max_tokens"] = self.llm.max_tokens
+            self._log("request", messages=len(messages), chars=_conversation_chars(messages))
+            started = time.monotonic()
+            try:
+                reply = self.client.complete(body, self.deadline)
+            except ContextTooLong as exc:
+                self.context_chars //= 2
+                self._log("context_too_long", error=str(exc), context_chars=self.context_chars)
+                continue
+            self._count_usage(reply)
+            self._log(
+                "response",
+                seconds=round(time.monotonic() - started, 3),
+                message=(reply["choices"][0].get("message") or {}),
+                finish_reason=reply["choices"][0].get("finish_reason"),
+                usage=reply.get("usage"),
+            )
+            return reply
+        raise ProviderFailure("the conversation does not fit the model's context even when cut")
+
+    def _count_usage(self, reply: dict) -> None:
+        usage = reply.get("usage") or {}
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            self.outcome.usage.tokens_in += prompt
+            self.outcome.usage.tokens_out += completion
+        else:
+            self.outcome.usage.usage_missing = True
+
+    def _tool_result(self, raw: dict) -> tuple[str, bool]:
+        """Execute one tool call; the text for the model, and whether it was ``finish``."""
+        try:
+            call = parse_call(raw)
+        except MalformedCall as exc:
+            text = f"Error: your tool call was malformed: {exc}. Nothing was executed."
+            self._log("malformed_tool_call", call=raw, error=str(exc))
+            return text, False
+        started = time.monotonic()
+        if call.name == "finish":
+            result, done = "Finishing.", True
+        else:
+            result, done = self._execute(call), False
+        seconds = time.monotonic() - started
+        self.outcome.usage.tool_seconds += seconds
+        result = _truncate(result, self.llm.tool_output_chars)
+        self._log(
+            "tool",
+            name=call.name,
+            arguments=call.arguments,
+            seconds=round(seconds, 3),
+            result=result,
+        )
+        return result, done
+
+    def _execute(self, call: ToolCall) -> str:
+        args = call.arguments
+        if call.name == "run":
+            available = self._remaining() - TOOL_MARGIN
+            if available <= 0:
+                raise OutOfTime("no time left to run a command")
+            timeout = min(float(args.get("timeout_seconds") or available), available)
+            reply = self._host(
+                {
+                    "op": "run",
+                    "command": args["command"],
+                    "timeout": timeout,
+                    "max_chars": self.llm.tool_output_chars,
+                },
+                timeout + 10,
+            )
+            if "error" in reply:
+                return f"Error: {reply['error']}"
+            status = (
+                "timed out and was stopped"
+                if reply["timed_out"]
+                else f"exit code {reply['exit_code']}"
+            )
+            return f"[{status}; {reply['seconds']} s]\n{reply['output']}"
+        if call.name == "write_file":
+            reply = self._host(
+                {"op": "write", "path": args["path"], "content": args["content"]}, 30
+            )
+            return (
+                f"Error: {reply['error']}"
+                if "error" in reply
+                else f"Wrote {reply['bytes']} bytes to {args['path']}."
+            )
+        reply = self._host(
+            {"op": "read", "path": args["path"], "max_bytes": self.llm.read_file_bytes}, 30
+        )
+        if "error" in reply:
+            return f"Error: {reply['error']}"
+        cut = f"\n[... cut at {self.llm.read_file_bytes} bytes ...]" if reply["truncated"] else ""
+        return reply["content"] + cut
+
+    def _host(self, request: dict, timeout: float) -> dict:
+        """One request to the sandboxed tool host and its reply."""
+        conn = self._conn
+        if conn is None or self._stop.is_set():
+            raise ToolHostGone("the sandbox has ended")
+        try:
+            conn.settimeout(max(0.1, min(timeout, self._remaining() + 5)))
+            conn.sendall(json.dumps(request).encode("utf-8") + b"\n")
+            line = _read_line(conn)
+        except (OSError, TimeoutError) as exc:
+            raise ToolHostGone(f"lost the tool host: {exc}") from exc
+        if not line:
+            raise ToolHostGone("the tool host closed the connection")
+        return json.loads(line)
+
+    def _send_exit(self) -> None:
+        conn = self._conn
+        if conn is not None and not self._stop.is_set() and not self.outcome.out_of_time:
+            with contextlib.suppress(OSError):
+                conn.sendall(b'{"op": "exit"}\n')
+
+    def _remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _log(self, event: str, **data) -> None:
+        entry = {"t": round(time.monotonic() - self.started, 3), "event": event, **data}
+        try:
+            self._transcript.write(json.dumps(entry, default=str) + "\n")
+            self._transcript.flush()
+        except ValueError:  # closed after stop(): the attempt is over
+            pass
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    chunks = []
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            return b"".join(chunks)
+
+
+def _assistant_message(message: dict) -> dict:
+    """The reply as it goes back into the conversation (role, content, tool calls only)."""
+    kept = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        kept["tool_calls"] = message["tool_calls"]
+    return kept
+
+
+def _conversation_chars(messages: list[dict]) -> int:
+    total = 0
+    for m in messages:
+        total += len(m.get("content") or "")
+        for call in m.get("tool_calls") or []:
+            total += len(str((call.get("function") or {}).get("arguments") or ""))
+    return total
+
+
+def _fit_context(messages: list[dict], limit: int) -> None:
+    """Elide the oldest tool outputs (and old file contents the model wrote) until under limit.
+
+    The system prompt, the task, and the latest exchange (the last assistant message and the
+    results of its tool calls) are always kept whole.
+    """
+    if _conversation_chars(messages) <= limit:
+        return
+    last_assistant = max(
+        (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=len(messages)
+    )
+    for m in messages[2:last_assistant]:
+        if m["role"] == "tool" and m["content"] != ELIDED:
+            m["content"] = ELIDED
+        for call in m.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name") == "write_file":
+                try:
+                    args = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    args = None
+                if isinstance(args, dict) and args.get("content") not in (None, ELIDED):
+                    args["content"] = ELIDED
+                    function["arguments"] = json.dumps(args)
+        if _conversation_chars(messages) <= limit:
+            return
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"

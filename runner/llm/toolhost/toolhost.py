@@ -1,0 +1,129 @@
+"""Runs inside the sandbox and carries out the model's tool calls for the harness.
+
+The harness (outside, holding the API key) decides what to do; this process only executes:
+a shell command with a timeout, a file write, a capped file read. It talks to the harness
+over a unix socket bind-mounted into the sandbox, one JSON object per line each way.
+Everything it does happens under the attempt's sandbox, caps and deadline, as the agent.
+
+Standard library only: the repository is not visible inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run_command(command: str, timeout: float, max_chars: int) -> dict:
+    """Run ``command`` with /bin/sh in its own process group; kill the group at the timeout."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=max(0.1, timeout))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        _kill_group(proc.pid)  # background children of the command do not outlive it
+        proc.wait()
+        size = out.tell()
+        text = _head_and_tail(out, size, max_chars)
+    return {
+        "exit_code": proc.returncode,
+        "timed_out": timed_out,
+        "output": text,
+        "output_bytes": size,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _head_and_tail(fh, size: int, max_chars: int) -> str:
+    """All of the output if it is short, else its start and end with how much was cut."""
+    if size <= max_chars:
+        fh.seek(0)
+        return fh.read().decode("utf-8", errors="replace")
+    half = max_chars // 2
+    fh.seek(0)
+    head = fh.read(half).decode("utf-8", errors="replace")
+    fh.seek(size - half)
+    tail = fh.read(half).decode("utf-8", errors="replace")
+    return f"{head}\n[... {size - 2 * half} bytes of output cut ...]\n{tail}"
+
+
+def write_file(path: str, content: str) -> dict:
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(content)
+    return {"bytes": len(content.encode("utf-8"))}
+
+
+def read_file(path: str, max_bytes: int) -> dict:
+    with open(path, "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    truncated = len(data) > max_bytes
+    data = data[:max_bytes]
+    if b"\0" in data:
+        return {"error": f"{path} is a binary file; inspect it with a command instead"}
+    return {"content": data.decode("utf-8", errors="replace"), "truncated": truncated}
+
+
+def handle(request: dict) -> dict:
+    op = request.get("op")
+    try:
+        if op == "run":
+            return run_command(request["command"], request["timeout"], request["max_chars"])
+        if op == "write":
+            return write_file(request["path"], request["content"])
+        if op == "read":
+            return read_file(request["path"], request["max_bytes"])
+    except OSError as exc:
+        return {"error": f"{type(exc).__name__}: {exc.strerror or exc}"}
+    return {"error": f"unknown operation {op!r}"}
+
+
+def echo(request: dict, response: dict) -> None:
+    """Mirror commands and their output into this process's stdout, the attempt's log."""
+    if request.get("op") != "run":
+        return
+    print(f"$ {request['command']}", flush=True)
+    print(response.get("output", ""), flush=True)
+    print(f"[exit {response.get('exit_code')}]", flush=True)
+
+
+def main() -> int:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(sys.argv[1])
+    stream = sock.makefile("rwb")
+    for line in stream:
+        request = json.loads(line)
+        if request.get("op") == "exit":
+            return 0
+        response = handle(request)
+        echo(request, response)
+        stream.write(json.dumps(response).encode("utf-8") + b"\n")
+        stream.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
