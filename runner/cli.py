@@ -30,6 +30,7 @@ from runner.registry import (
 )
 from runner.render import render_leaderboard
 from runner.sandbox import BACKENDS, get_sandbox
+from runner.specs import DEFAULT_PROFILES_BY_BUDGET
 
 # Piped output (CI logs, `make run | tee`) gets a wide fixed width instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
@@ -162,7 +163,12 @@ def agents_list(paths: Paths) -> None:
 @click.option(
     "--attempt", "attempt_index", type=click.IntRange(min=0), default=0, show_default=True
 )
-@click.option("--profile", default="standard", show_default=True, help="Instruction profile.")
+@click.option(
+    "--profile",
+    default=None,
+    help="Instruction profile; default: the benchmark's pairing for the budget "
+    "(240 s quick, 600 s good, 1200 s xgboost, other budgets standard).",
+)
 @click.option("--backend", type=BACKEND_CHOICE, default="bwrap", show_default=True)
 @click.option(
     "--unsafe-no-isolation", is_flag=True, help="Allow an untrusted agent on the process backend."
@@ -174,11 +180,12 @@ def run_cmd(
     task_id: str,
     budget: int,
     attempt_index: int,
-    profile: str,
+    profile: str | None,
     backend: str,
     unsafe_no_isolation: bool,
 ) -> None:
     """Run one attempt and print its record."""
+    profile = profile or DEFAULT_PROFILES_BY_BUDGET.get(budget, "standard")
     agent = load_agent(paths.agents_dir, agent_id)
     task = load_task(paths.tasks_dir, task_id)
     prepared = prepared_task(paths.data_dir, task_id)

@@ -6,7 +6,12 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.errors import SpecError
-from runner.instructions import PROFILE_NOTES, instructions_sha256, render_instructions
+from runner.instructions import (
+    INSTRUCTIONS_VERSION,
+    PROFILE_NOTES,
+    instructions_sha256,
+    render_instructions,
+)
 from runner.registry import load_task
 
 MANIFEST = {"files": {"train.csv": {"rows": 800}, "test.csv": {"rows": 200}}}
@@ -23,6 +28,11 @@ def test_every_profile_renders_the_contract_and_its_own_note(task):
         assert "600 seconds" in text and "`submission.csv`" in text and "id, Exited" in text
         assert "AUC" in text and "higher is better" in text and "local_validation_score" in text
     assert "xgboost" in texts["xgboost"] and "xgboost" not in texts["quick"]
+    assert "installed and allowed" in texts["xgboost"]
+    assert "Keep the CSV contents out of your context" in texts["quick"]
+    assert (
+        texts["good"].rstrip().endswith(f"instructions v{INSTRUCTIONS_VERSION}, profile good -->")
+    )
     assert len({instructions_sha256(t) for t in texts.values()}) == len(PROFILE_NOTES)
 
 

@@ -9,6 +9,9 @@ from string import Template
 from runner.errors import SpecError
 from runner.specs import TaskSpec
 
+# Bumped whenever the text an agent reads changes; shown in the text, so it is in the hash too.
+INSTRUCTIONS_VERSION = 2
+
 # Notes appended per profile. Profiles and budgets are separate settings, both recorded.
 PROFILE_NOTES = {
     "standard": "",
@@ -60,6 +63,8 @@ def render_instructions(task: TaskSpec, budget_seconds: int, profile: str, manif
         else "lower is better",
         budget_seconds=budget_seconds,
         profile_notes=PROFILE_NOTES[profile],
+        profile=profile,
+        version=INSTRUCTIONS_VERSION,
     )
 
 
