@@ -69,3 +69,11 @@ def test_a_bad_agent_spec_names_the_file_and_the_problem(tmp_path: Path, body: s
     with pytest.raises(SpecError) as err:
         load_yaml_model(path, AgentSpec)
     assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_the_readme_example_of_a_local_model_is_a_valid_agent(tmp_path: Path):
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = readme.split("```yaml\n# agents/ollama", 1)[1].split("```", 1)[0]
+    agent = load_yaml_model(write(tmp_path, "# agents/ollama" + block), AgentSpec)
+    assert agent.kind == "llm" and agent.llm.api_key_env is None
+    assert agent.llm.base_url.startswith("http://127.0.0.1:")
