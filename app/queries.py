@@ -7,8 +7,10 @@ newly published snapshot is picked up on the next query.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -29,6 +31,75 @@ STATUSES = (
     "harness_error",
 )
 AGENT_COLUMNS = ("title", "harness", "provider", "model_id")
+RUN_ROWS = 2_000  # attempts the run explorer draws at once (newest first); the CSV has all
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The dashboard's global filters; an empty selection means "all".
+
+    On the marts (aggregates over all attempts) agents, tasks and budgets select rows and a
+    suite keeps the agents and tasks that ran in it; scores and ranks are not recomputed. The
+    date range applies only to attempt-level views (the run explorer, the counted attempts).
+    """
+
+    suites: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    budgets: tuple[int, ...] = ()
+    start: dt.date | None = None
+    end: dt.date | None = None
+
+
+NO_FILTERS = Filters()
+
+
+AGENT = ("agent_id",)
+AGENT_TASK = ("agent_id", "task_id")
+AGENT_BUDGET = ("agent_id", "budget_seconds")
+SETTING = ("agent_id", "task_id", "budget_seconds")
+
+
+def _where(
+    filters: Filters | None,
+    alias: str = "",
+    columns: tuple[str, ...] = AGENT,
+    *,
+    attempts: bool = False,
+) -> tuple[str, list]:
+    """SQL conditions (`` and ...``) and their parameters for ``filters`` on a table aliased
+    ``alias`` with the key ``columns``; ``attempts``: a table of attempts (suite_id,
+    created_at), where the suite and date range select attempts directly."""
+    f = filters or NO_FILTERS
+    a = f"{alias}." if alias else ""
+    sql, params = [], []
+    for column, values, cast in (
+        ("agent_id", f.agents, "varchar"),
+        ("task_id", f.tasks, "varchar"),
+        ("budget_seconds", f.budgets, "integer"),
+    ):
+        if values and column in columns:
+            sql.append(f"{a}{column} in (select unnest(?::{cast}[]))")
+            params.append(list(values))
+    if attempts:
+        if f.suites:
+            sql.append(f"{a}suite_id in (select unnest(?::varchar[]))")
+            params.append(list(f.suites))
+        if f.start is not None:
+            sql.append(f"timezone('UTC', {a}created_at)::date >= ?")
+            params.append(f.start)
+        if f.end is not None:
+            sql.append(f"timezone('UTC', {a}created_at)::date <= ?")
+            params.append(f.end)
+    elif f.suites:  # an aggregate: keep the agents (and tasks) that ran in the suite
+        for column in ("agent_id", "task_id"):
+            if column in columns:
+                sql.append(
+                    f"{a}{column} in (select {column} from raw.runs "
+                    "where suite_id in (select unnest(?::varchar[])))"
+                )
+                params.append(list(f.suites))
+    return "".join(f" and {c}" for c in sql), params
 
 
 def snapshot_path(environ: dict[str, str] | None = None) -> Path:
@@ -70,10 +141,51 @@ def has_runs(path: Path) -> bool:
     return bool(count)
 
 
-def leaderboard(path: Path, variant: str = "best_budget") -> pd.DataFrame:
-    """Ranked (covered) agents of one variant, with success rate, run-to-run spread and,
-    for the primary variant, the bootstrap interval; agent metadata when the snapshot has
-    ``raw.agents``."""
+def filter_options(path: Path) -> dict:
+    """What the sidebar filters offer: suites, agents, tasks, budgets seen in raw.runs and the
+    first and last day (UTC) an attempt was created."""
+    frame = _read(
+        path,
+        """
+        select list(distinct suite_id order by suite_id) filter (where suite_id is not null)
+                   as suites,
+               list(distinct agent_id order by agent_id) as agents,
+               list(distinct task_id order by task_id) as tasks,
+               list(distinct budget_seconds order by budget_seconds) as budgets,
+               min(timezone('UTC', created_at))::date as first_day,
+               max(timezone('UTC', created_at))::date as last_day
+        from raw.runs
+        """,
+    )
+    row = frame.iloc[0]
+
+    def values(name: str) -> list:
+        value = row[name]
+        return [] if value is None or value is pd.NA else list(value)
+
+    def day(name: str) -> dt.date | None:
+        return None if pd.isna(row[name]) else pd.Timestamp(row[name]).date()
+
+    return {
+        "suites": values("suites"),
+        "agents": values("agents"),
+        "tasks": values("tasks"),
+        "budgets": [int(b) for b in values("budgets")],
+        "first_day": day("first_day"),
+        "last_day": day("last_day"),
+    }
+
+
+def leaderboard(
+    path: Path, variant: str = "best_budget", filters: Filters | None = None
+) -> pd.DataFrame:
+    """Ranked (covered) agents of one variant, with success rate, run-to-run spread, badges
+    (coverage of the suite's settings, contamination of its tasks) and, for the primary variant,
+    the bootstrap interval; agent metadata when the snapshot has ``raw.agents``.
+
+    contamination: "contaminated: <tasks>" when the model's knowledge cutoff is on or after a
+    benchmarked task's start date, "clean" when known for every task, else "cutoff unknown".
+    """
     if variant not in VARIANTS:
         raise ValueError(f"unknown leaderboard variant {variant!r}; expected one of {VARIANTS}")
     tables = _tables(path)
@@ -85,54 +197,113 @@ def leaderboard(path: Path, variant: str = "best_budget") -> pd.DataFrame:
     if "marts.leaderboard_uncertainty" in tables and variant == "best_budget":
         unc_cols = ", u.score_low, u.score_high, u.p_rank_1"
         unc_join = "left join marts.leaderboard_uncertainty u using (agent_id)"
+    contam_cte, contam_col, contam_join = "", ", 'cutoff unknown' as contamination", ""
+    if "marts.contamination_flags" in tables:
+        contam_cte = """,
+        contam as (
+            select agent_id,
+                   string_agg(task_id, ', ' order by task_id) filter (where contaminated)
+                       as contaminated_tasks,
+                   bool_and(contaminated is not null) as known
+            from marts.contamination_flags
+            where task_id in (select task_id from marts.coverage)
+            group by agent_id
+        )"""
+        contam_col = """,
+               case when ct.contaminated_tasks is not null
+                    then '⚠ contaminated: ' || ct.contaminated_tasks
+                    when ct.known then '✓ clean'
+                    else 'cutoff unknown' end as contamination"""
+        contam_join = "left join contam ct using (agent_id)"
+    where, params = _where(filters, "lb")
     sql = f"""
-        select lb.rank, lb.agent_id{agent_cols}, lb.score{unc_cols},
-               sr.success_rate, sr.successes, sr.attempts,
+        with cov as (
+            select agent_id, count(*) as settings,
+                   count(*) filter (where missing = 0) as complete_settings
+            from marts.coverage
+            group by agent_id
+        ){contam_cte}
+        select lb.rank, lb.agent_id{agent_cols},
+               case when cov.complete_settings = cov.settings then '✓ ' else '✗ ' end
+                   || cov.complete_settings || '/' || cov.settings || ' settings' as coverage
+               {contam_col},
+               lb.score{unc_cols}, sr.success_rate, sr.successes, sr.attempts,
                rs.rel_iqr as run_rel_iqr, lb.n_cells
         from marts.leaderboard lb
         left join marts.success_rates sr using (agent_id)
         left join marts.run_stability rs using (agent_id)
+        left join cov using (agent_id)
+        {contam_join}
         {unc_join}
         {agent_join}
-        where lb.variant = ?
+        where lb.variant = ?{where}
         order by lb.rank, lb.agent_id
     """
-    return _read(path, sql, [variant])
+    return _read(path, sql, [variant, *params])
 
 
-def coverage(path: Path) -> pd.DataFrame:
-    """One row per agent: settings expected, settings still lacking successes, ranked or not."""
+def coverage(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per agent: settings expected, settings still lacking successes, ranked or not,
+    and a badge (✓ ranked / ✗ k settings incomplete)."""
+    where, params = _where(filters, columns=SETTING)
     return _read(
         path,
-        """
+        f"""
         select agent_id,
+               case when bool_and(agent_is_covered) then '✓ ranked'
+                    else '✗ ' || count(*) filter (where missing > 0) || ' of '
+                         || count(*) || ' settings incomplete' end as badge,
                count(*) as settings,
                count(*) filter (where missing > 0) as incomplete_settings,
                sum(missing)::bigint as missing_successes,
                bool_and(agent_is_covered) as is_ranked
         from marts.coverage
+        where true{where}
         group by agent_id
         order by is_ranked desc, agent_id
         """,
+        params,
     )
 
 
-def setting_scores(path: Path) -> pd.DataFrame:
+def setting_scores(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """Task × budget medians and quartiles of every agent (one row per setting)."""
+    where, params = _where(filters, columns=SETTING)
     return _read(
         path,
-        """
+        f"""
         select agent_id, task_id, budget_seconds, metric_direction, median_score, q1, q3, iqr,
                n_counted, successes, attempts
         from marts.setting_scores
+        where true{where}
         order by task_id, budget_seconds, agent_id
         """,
+        params,
     )
 
 
-def success_rates(path: Path) -> pd.DataFrame:
+def counted_attempts(
+    path: Path, task_id: str, budget_seconds: int, filters: Filters | None = None
+) -> pd.DataFrame:
+    """Every counted attempt (first N successes of each setting) of one task × budget."""
+    where, params = _where(filters, columns=SETTING, attempts=True)
+    return _read(
+        path,
+        f"""
+        select run_id, agent_id, task_id, budget_seconds, created_at, success_index, score,
+               score_hib
+        from marts.counted_attempts
+        where task_id = ? and budget_seconds = ?{where}
+        order by agent_id, success_index
+        """,
+        [task_id, int(budget_seconds), *params],
+    )
+
+
+def success_rates(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """One row per agent: attempts, successes, success rate and one count per status."""
     counts = ", ".join(f"sr.n_{s}" for s in STATUSES)
+    where, params = _where(filters, "sr")
     return _read(
         path,
         f"""
@@ -140,14 +311,16 @@ def success_rates(path: Path) -> pd.DataFrame:
                rs.rel_iqr as run_rel_iqr, rs.n_settings as run_settings
         from marts.success_rates sr
         left join marts.run_stability rs using (agent_id)
+        where true{where}
         order by sr.success_rate desc, sr.agent_id
         """,
+        params,
     )
 
 
-def status_counts(path: Path) -> pd.DataFrame:
+def status_counts(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """Long form of the status counts: agent_id, status, attempts (for a stacked bar chart)."""
-    frame = success_rates(path)[["agent_id", *(f"n_{s}" for s in STATUSES)]]
+    frame = success_rates(path, filters)[["agent_id", *(f"n_{s}" for s in STATUSES)]]
     long = frame.melt(
         id_vars="agent_id",
         value_vars=[f"n_{s}" for s in STATUSES],
@@ -158,45 +331,153 @@ def status_counts(path: Path) -> pd.DataFrame:
     return long
 
 
-def rank_stability(path: Path) -> pd.DataFrame:
+def performance_stability(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per ranked agent: primary score (best budget) and run-to-run relative IQR."""
+    where, params = _where(filters, "lb")
+    return _read(
+        path,
+        f"""
+        select lb.agent_id, lb.score, lb.rank, rs.rel_iqr, rs.n_settings
+        from marts.leaderboard lb
+        left join marts.run_stability rs using (agent_id)
+        where lb.variant = 'best_budget'{where}
+        order by lb.rank, lb.agent_id
+        """,
+        params,
+    )
+
+
+def rank_stability(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """One row per ranked agent: mean and sample std of its task ranks."""
+    where, params = _where(filters)
     return _read(
         path,
         "select agent_id, mean_rank, rank_std, n_tasks from marts.rank_stability "
-        "order by mean_rank, agent_id",
+        f"where true{where} order by mean_rank, agent_id",
+        params,
     )
 
 
-def task_ranks(path: Path) -> pd.DataFrame:
+def task_ranks(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """One row per (ranked agent, task): best points over budgets and rank on the task."""
+    where, params = _where(filters, columns=AGENT_TASK)
     return _read(
         path,
         "select agent_id, task_id, best_points, rank from marts.task_ranks "
-        "order by task_id, rank, agent_id",
+        f"where true{where} order by task_id, rank, agent_id",
+        params,
     )
 
 
-def time_scaling(path: Path) -> pd.DataFrame:
+def time_scaling(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """One row per (ranked agent, budget): mean normalized points over tasks."""
+    where, params = _where(filters, columns=AGENT_BUDGET)
     return _read(
         path,
         "select agent_id, budget_seconds, mean_points, n_tasks from marts.time_scaling "
-        "order by agent_id, budget_seconds",
+        f"where true{where} order by agent_id, budget_seconds",
+        params,
+    )
+
+
+def time_scaling_monotone(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per ranked agent: how many of its (agent, task) curves never get worse as the
+    budget grows (``marts.time_scaling_monotone``)."""
+    where, params = _where(filters)
+    return _read(
+        path,
+        "select agent_id, curves, monotone_curves, share_monotone "
+        f"from marts.time_scaling_monotone where true{where} "
+        "order by share_monotone desc, agent_id",
+        params,
+    )
+
+
+def monotone_curves(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per (ranked agent, task) curve of points over budgets: monotone or not, and the
+    points at each budget (the same rule as ``marts.time_scaling_monotone``)."""
+    where, params = _where(filters, columns=AGENT_TASK)
+    return _read(
+        path,
+        f"""
+        with steps as (
+            select agent_id, task_id, budget_seconds, points,
+                   lag(points) over (partition by agent_id, task_id order by budget_seconds)
+                       as previous_points
+            from marts.normalized_scores
+            where true{where}
+        )
+        select agent_id, task_id,
+               bool_and(previous_points is null or points >= previous_points) as is_monotone,
+               string_agg(printf('%.2f', points), ' → ' order by budget_seconds) as points
+        from steps
+        group by agent_id, task_id
+        order by agent_id, task_id
+        """,
+        params,
+    )
+
+
+def agent_costs(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per agent: tokens and cost (null = unknown), cost per success, points per dollar."""
+    where, params = _where(filters)
+    return _read(
+        path,
+        f"select * from marts.agent_costs where true{where} order by agent_id",
+        params,
+    )
+
+
+def setting_costs(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per setting: tokens and cost (null = unknown), cost per success, points per dollar."""
+    where, params = _where(filters, columns=SETTING)
+    return _read(
+        path,
+        f"select * from marts.setting_costs where true{where} "
+        "order by agent_id, task_id, budget_seconds",
+        params,
     )
 
 
 RUN_COLUMNS = (
     "run_id, created_at, agent_id, task_id, budget_seconds, instruction_profile, attempt_index, "
     "status, score, local_validation_score, validation_code, wall_seconds, peak_memory_bytes, "
-    "source_path"
+    "tokens_in, tokens_out, cost_usd, suite_id, source_path"
 )
 
 
-def runs(path: Path) -> pd.DataFrame:
-    """Every attempt in the snapshot, newest first (the run explorer filters this)."""
+def _runs_where(filters: Filters | None, statuses: tuple[str, ...]) -> tuple[str, list]:
+    where, params = _where(filters, columns=SETTING, attempts=True)
+    if statuses:
+        where += " and status in (select unnest(?::varchar[]))"
+        params.append(list(statuses))
+    return where, params
+
+
+def runs(
+    path: Path,
+    filters: Filters | None = None,
+    statuses: tuple[str, ...] = (),
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """The attempts matching the filters, newest first (at most ``limit`` when given)."""
     if "raw.runs" not in _tables(path):
         return pd.DataFrame()
-    return _read(path, f"select {RUN_COLUMNS} from raw.runs order by created_at desc, run_id")
+    where, params = _runs_where(filters, tuple(statuses))
+    top = f" limit {int(limit)}" if limit is not None else ""
+    return _read(
+        path,
+        f"select {RUN_COLUMNS} from raw.runs where true{where} "
+        f"order by created_at desc, run_id{top}",
+        params,
+    )
+
+
+def run_count(path: Path, filters: Filters | None = None, statuses: tuple[str, ...] = ()) -> int:
+    """How many attempts match the filters (and statuses)."""
+    where, params = _runs_where(filters, tuple(statuses))
+    frame = _read(path, f"select count(*) as n from raw.runs where true{where}", params)
+    return int(frame["n"].iloc[0])
 
 
 def run_record(path: Path, run_id: str) -> dict:

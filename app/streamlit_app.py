@@ -1,21 +1,34 @@
-"""tmlbench dashboard: the router. Run with ``uv run streamlit run app/streamlit_app.py``."""
+"""tmlbench dashboard: the entry point. Run with ``uv run streamlit run app/streamlit_app.py``.
+
+``streamlit run`` sees the ``st.App`` below and serves the router script (``app/router.py``:
+navigation, sidebar filters, pages) through Streamlit's ASGI server. Its lifespan hook warms the
+process up when the server starts (``app/warmup.py``), so the first visitor's page does not wait
+for imports of pandas, pyarrow, DuckDB and Altair, nor for the leaderboard's queries.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
 import streamlit as st
+from streamlit.logger import get_logger
 
-st.set_page_config(page_title="tmlbench", layout="wide")
+_LOG = get_logger(__name__)
+ROUTER = Path(__file__).resolve().with_name("router.py")
 
-pages = [
-    st.Page(
-        "app_pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", default=True
-    ),
-    st.Page("app_pages/settings.py", title="Settings", icon=":material/grid_view:"),
-    st.Page("app_pages/reliability.py", title="Reliability", icon=":material/verified:"),
-    st.Page(
-        "app_pages/rank_stability.py", title="Rank stability", icon=":material/stacked_line_chart:"
-    ),
-    st.Page("app_pages/time_scaling.py", title="Time scaling", icon=":material/schedule:"),
-    st.Page("app_pages/run_explorer.py", title="Run explorer", icon=":material/search:"),
-]
-st.navigation(pages).run()
+
+@asynccontextmanager
+async def warm_up(_server) -> AsyncIterator[None]:
+    from app.warmup import warm, warm_queries
+
+    warm()
+    try:
+        warm_queries()
+    except Exception as error:  # a missing or broken snapshot: the pages explain it
+        _LOG.warning("dashboard warm-up: no cached queries (%s)", error)
+    yield
+
+
+app = st.App(str(ROUTER), lifespan=warm_up)

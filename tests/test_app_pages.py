@@ -7,11 +7,23 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app_queries import app_snapshot  # noqa: F401  (the session fixture)
+from tests.test_app_queries import (  # noqa: F401  (app_snapshot: the session fixture)
+    ALPHA_COST,
+    LATE_DAY,
+    app_snapshot,
+)
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
-PAGES = ["leaderboard", "settings", "reliability", "rank_stability", "time_scaling", "run_explorer"]
-SCRIPTS = ["streamlit_app.py", *(f"app_pages/{page}.py" for page in PAGES)]
+PAGES = [
+    "leaderboard",
+    "settings",
+    "reliability",
+    "rank_stability",
+    "time_scaling",
+    "cost",
+    "run_explorer",
+]
+SCRIPTS = ["router.py", *(f"app_pages/{page}.py" for page in PAGES)]
 
 
 def _run(script: str, snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
@@ -42,7 +54,7 @@ def test_page_without_snapshot_explains_make_run(script: str, tmp_path: Path, mo
 
 
 def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, monkeypatch):  # noqa: F811
-    at = _run("streamlit_app.py", app_snapshot, monkeypatch)
+    at = _run("router.py", app_snapshot, monkeypatch)
     board = at.dataframe[0].value
     assert list(board["agent_id"]) == ["alpha", "beta"]
     assert "success_rate" in board.columns
@@ -58,10 +70,80 @@ def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, m
 def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypatch):  # noqa: F811
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
     total = len(at.dataframe[0].value)
-    at.multiselect[3].select("success").run()  # the status filter
+    at.multiselect(key="statuses").select("success").run()
     assert not at.exception
     successes = at.dataframe[0].value
     assert 0 < len(successes) < total and set(successes["status"]) == {"success"}
     assert at.selectbox[0].value == successes["run_id"].iloc[0]
     assert at.subheader[0].value == successes["run_id"].iloc[0]
     assert at.json, "the opened attempt shows its record"
+
+
+def _charts(at: AppTest) -> list:
+    return at.get("vega_lite_chart")
+
+
+def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("router.py", app_snapshot, monkeypatch)
+    assert list(at.dataframe[0].value["agent_id"]) == ["alpha", "beta"]
+    assert "not recomputed" in " ".join(str(c.value) for c in at.sidebar.caption)
+    at.sidebar.multiselect(key="filter_agents").set_value(["beta"]).run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["agent_id"]) == ["beta"]
+    assert list(at.dataframe[1].value["agent_id"]) == ["beta"]  # coverage too
+    assert "agents: beta" in _text(at)
+    for page in ("reliability", "rank_stability", "time_scaling", "cost"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, page
+        assert at.sidebar.multiselect(key="filter_agents").value == ["beta"], page
+        assert set(at.dataframe[0].value["agent_id"]) == {"beta"}, page
+    at.switch_page("app_pages/settings.py").run()
+    at.sidebar.multiselect(key="filter_tasks").set_value(["t2"]).run()
+    assert set(at.dataframe[0].value["task_id"]) == {"t2"}
+    assert set(at.dataframe[1].value["agent_id"]) == {"beta"}  # the counted attempts
+
+
+def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("router.py", app_snapshot, monkeypatch)
+    at.sidebar.multiselect(key="filter_suites").set_value(["other"]).run()
+    assert not at.exception
+    assert at.warning, "nobody of suite 'other' is ranked"
+    assert list(at.dataframe[0].value["agent_id"]) == ["gamma"]  # the coverage table only
+    at.sidebar.multiselect(key="filter_suites").set_value([]).run()
+    at.switch_page("app_pages/run_explorer.py").run()
+    everything = len(at.dataframe[0].value)
+    at.sidebar.date_input(key="filter_dates").set_value((LATE_DAY, LATE_DAY)).run()
+    assert not at.exception
+    late = at.dataframe[0].value
+    assert len(late) == 1 < everything and late["status"].tolist() == ["no_submission"]
+
+
+def test_cost_page_shows_known_and_unknown_cost(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/cost.py", app_snapshot, monkeypatch)
+    agents = at.dataframe[0].value.set_index("agent_id")
+    assert agents.loc["alpha", "cost_mean_usd"] == pytest.approx(ALPHA_COST)
+    assert agents["cost_total_usd"][["beta", "gamma"]].isna().all()  # unknown, not $0
+    assert "Cost unknown for: beta, gamma" in _text(at)
+    assert len(_charts(at)) == 2  # points per dollar, tokens
+    settings = at.dataframe[1].value
+    assert {"points_per_dollar", "cost_per_success_usd", "tokens_in_mean"} <= set(settings)
+
+
+def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/settings.py", app_snapshot, monkeypatch)
+    assert at.selectbox(key="task").value == "t1" and at.selectbox(key="budget").value == 60
+    counted = at.dataframe[1].value
+    assert counted.groupby("agent_id").size().to_dict() == {"alpha": 5, "beta": 5, "gamma": 1}
+    assert len(_charts(at)) == 2
+    at.selectbox(key="budget").set_value(600).run()
+    assert set(at.dataframe[1].value["budget_seconds"]) == {600}
+
+
+def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/reliability.py", app_snapshot, monkeypatch)
+    assert len(_charts(at)) == 3  # status, stability, performance vs stability
+    assert "Performance vs. stability" in [h.value for h in at.subheader]
+    at = _run("app_pages/time_scaling.py", app_snapshot, monkeypatch)
+    monotone = at.dataframe[1].value.set_index("agent_id")
+    assert monotone.loc["alpha", "monotone"] == "3 / 3"
+    assert len(_charts(at)) == 2

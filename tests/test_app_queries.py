@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from app import queries
 from runner.records import write_record
-from tests.records import make_record
+from tests.records import T0, make_record
+from tests.test_dbt_build import insert_agents, insert_tasks
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts
@@ -17,6 +20,11 @@ from warehouse.snapshot import publish_snapshot
 # (task, direction): alpha wins t1 and t3, beta wins t2; gamma never completes its settings
 TASKS = {"t1": "maximize", "t2": "minimize", "t3": "maximize"}
 BUDGETS = (60, 600)
+# alpha's model knew t1 (cutoff after its start), beta's none, gamma's cutoff is unknown
+TASK_STARTS = {"t1": dt.date(2025, 1, 1), "t2": dt.date(2025, 6, 1), "t3": dt.date(2025, 6, 1)}
+CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": None}
+ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
+LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
 
 
 def _records():
@@ -28,12 +36,29 @@ def _records():
                     base = 0.5 + budget / 10000 + minute / 1000
                     # t2 is an rmse: beta's is lower (better)
                     score = 1.0 - base + 2 * edge if task == "t2" else base + edge
-                    records.append(
-                        make_record(agent, task, budget, minute, score=score, direction=direction)
+                    cost = (
+                        {"tokens_in": 1000, "tokens_out": 100, "cost_usd": ALPHA_COST}
+                        if agent == "alpha"
+                        else {}
                     )
-    records.append(make_record("beta", "t1", 60, 7, status="timeout"))
-    records.append(make_record("gamma", "t1", 60, 0, score=0.9))
-    records.append(make_record("gamma", "t1", 60, 1, status="runtime_error"))
+                    records.append(
+                        make_record(
+                            agent,
+                            task,
+                            budget,
+                            minute,
+                            score=score,
+                            direction=direction,
+                            suite_id="demo",
+                            **cost,
+                        )
+                    )
+    records.append(make_record("beta", "t1", 60, 7, status="timeout", suite_id="demo"))
+    records.append(make_record("gamma", "t1", 60, 0, score=0.9, suite_id="other"))
+    records.append(make_record("gamma", "t1", 60, 1, status="runtime_error", suite_id="other"))
+    records.append(
+        make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="other")
+    )
     return records
 
 
@@ -52,6 +77,8 @@ def build_snapshot(root: Path) -> Path:
     finally:
         con.close()
     assert not report.rejected, report.rejected
+    insert_tasks(warehouse, {t: (d, TASK_STARTS[t]) for t, d in TASKS.items()})
+    insert_agents(warehouse, CUTOFFS)
     build_marts(warehouse, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=root / "dbt")
     snapshot = root / "warehouse.snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)
@@ -112,7 +139,7 @@ def test_setting_scores_and_success_rates(app_snapshot: Path):
     rates = queries.success_rates(app_snapshot).set_index("agent_id")
     assert rates.loc["beta", "n_timeout"] == 1
     assert rates.loc["gamma", "n_runtime_error"] == 1
-    assert rates.loc["gamma", "success_rate"] == pytest.approx(0.5)
+    assert rates.loc["gamma", "success_rate"] == pytest.approx(1 / 3)
     long = queries.status_counts(app_snapshot)
     assert set(long["status"]) == set(queries.STATUSES)
     assert long["attempts"].sum() == rates["attempts"].sum()
@@ -156,3 +183,108 @@ def test_runs_lists_every_attempt_newest_first(app_snapshot: Path):
     assert frame["created_at"].is_monotonic_decreasing
     record = queries.run_record(app_snapshot, frame["run_id"].iloc[0])
     assert record["run_id"] == frame["run_id"].iloc[0] and "task_spec_sha256" in record
+
+
+def test_filter_options(app_snapshot: Path):
+    options = queries.filter_options(app_snapshot)
+    assert options["suites"] == ["demo", "other"]
+    assert options["agents"] == ["alpha", "beta", "gamma"]
+    assert options["tasks"] == sorted(TASKS) and options["budgets"] == list(BUDGETS)
+    assert (options["first_day"], options["last_day"]) == (T0.date(), LATE_DAY)
+
+
+def test_leaderboard_badges_and_metadata(app_snapshot: Path):
+    board = queries.leaderboard(app_snapshot).set_index("agent_id")
+    assert board.loc["alpha", "contamination"] == "⚠ contaminated: t1"
+    assert board.loc["beta", "contamination"] == "✓ clean"
+    settings = len(TASKS) * len(BUDGETS)
+    assert (board["coverage"] == f"✓ {settings}/{settings} settings").all()
+    assert {"harness", "provider", "model_id", "success_rate"} <= set(board.columns)
+    cov = queries.coverage(app_snapshot).set_index("agent_id")
+    assert cov.loc["alpha", "badge"] == "✓ ranked"
+    assert cov.loc["gamma", "badge"] == f"✗ {settings} of {settings} settings incomplete"
+
+
+def test_filters_select_rows_of_the_marts(app_snapshot: Path):
+    beta = queries.Filters(agents=("beta",))
+    board = queries.leaderboard(app_snapshot, "best_budget", beta)
+    assert list(board["agent_id"]) == ["beta"] and list(board["rank"]) == [2]  # rank kept
+    cell = queries.Filters(tasks=("t2",), budgets=(60,))
+    scores = queries.setting_scores(app_snapshot, cell)
+    assert set(scores["task_id"]) == {"t2"} and set(scores["budget_seconds"]) == {60}
+    assert len(scores) == 2
+    ranks = queries.task_ranks(app_snapshot, cell)  # no budget column: tasks only
+    assert set(ranks["task_id"]) == {"t2"} and len(ranks) == 2
+    scaling = queries.time_scaling(app_snapshot, cell)  # no task column: budgets only
+    assert set(scaling["budget_seconds"]) == {60} and len(scaling) == 2
+    other = queries.Filters(suites=("other",))
+    assert queries.leaderboard(app_snapshot, "best_budget", other).empty
+    assert list(queries.success_rates(app_snapshot, other)["agent_id"]) == ["gamma"]
+    assert set(queries.setting_scores(app_snapshot, other)["task_id"]) == {"t1"}
+    assert list(queries.agent_costs(app_snapshot, beta)["agent_id"]) == ["beta"]
+    assert queries.performance_stability(app_snapshot, beta)["agent_id"].tolist() == ["beta"]
+
+
+def test_filters_select_attempts(app_snapshot: Path):
+    total = queries.run_count(app_snapshot)
+    assert total == len(_records())
+    late = queries.Filters(start=LATE_DAY, end=LATE_DAY)
+    assert queries.run_count(app_snapshot, late) == 1
+    assert queries.runs(app_snapshot, late)["status"].tolist() == ["no_submission"]
+    first_day = queries.Filters(start=T0.date(), end=T0.date())
+    assert queries.run_count(app_snapshot, first_day) == total - 1
+    other = queries.Filters(suites=("other",))
+    assert queries.run_count(app_snapshot, other) == 3
+    assert queries.run_count(app_snapshot, other, ("runtime_error",)) == 1
+    newest = queries.runs(app_snapshot, limit=5)
+    assert len(newest) == 5
+    assert newest["created_at"].iloc[0].date() == LATE_DAY
+
+
+def test_counted_attempts_of_one_task_and_budget(app_snapshot: Path):
+    counted = queries.counted_attempts(app_snapshot, "t1", 60)
+    per_agent = counted.groupby("agent_id").size().to_dict()
+    assert per_agent == {"alpha": 5, "beta": 5, "gamma": 1}
+    assert set(counted["success_index"]) == {1, 2, 3, 4, 5}
+    alpha = counted[counted["agent_id"] == "alpha"]["score"]
+    assert alpha.median() == pytest.approx(0.6 + 0.006 + 0.002)
+    only_late = queries.Filters(start=LATE_DAY, end=LATE_DAY)
+    assert queries.counted_attempts(app_snapshot, "t1", 60, only_late).empty
+    assert queries.counted_attempts(app_snapshot, "t1", 60, queries.Filters(agents=("beta",)))[
+        "agent_id"
+    ].unique().tolist() == ["beta"]
+
+
+def test_performance_stability_and_monotone_curves(app_snapshot: Path):
+    scatter = queries.performance_stability(app_snapshot).set_index("agent_id")
+    assert list(scatter.index) == ["alpha", "beta"]
+    assert scatter.loc["alpha", "score"] == pytest.approx(2 / 3)
+    assert scatter["rel_iqr"].notna().all() and (scatter["rel_iqr"] > 0).all()
+    shares = queries.time_scaling_monotone(app_snapshot).set_index("agent_id")
+    assert shares.loc["alpha", "curves"] == len(TASKS)
+    curves = queries.monotone_curves(app_snapshot)
+    assert len(curves) == 2 * len(TASKS)
+    per_agent = curves.groupby("agent_id")["is_monotone"].sum()
+    assert (per_agent == shares["monotone_curves"].reindex(per_agent.index)).all()
+    assert curves["points"].str.count("→").eq(len(BUDGETS) - 1).all()
+
+
+def test_cost_marts_keep_unknown_cost_unknown(app_snapshot: Path):
+    costs = queries.agent_costs(app_snapshot).set_index("agent_id")
+    attempts = 2 * len(TASKS) * len(BUDGETS) * 5 // 2  # alpha's attempts
+    assert costs.loc["alpha", "attempts_with_cost"] == attempts
+    assert costs.loc["alpha", "cost_total_usd"] == pytest.approx(attempts * ALPHA_COST)
+    assert costs.loc["alpha", "cost_per_success_usd"] == pytest.approx(ALPHA_COST)
+    assert costs.loc["alpha", "tokens_in_total"] == attempts * 1000
+    assert costs.loc["alpha", "points_per_dollar"] == pytest.approx((2 / 3) / ALPHA_COST)
+    for agent in ("beta", "gamma"):
+        assert costs.loc[agent, "attempts_with_cost"] == 0
+        assert pd.isna(costs.loc[agent, "cost_total_usd"])  # unknown, not 0
+        assert pd.isna(costs.loc[agent, "points_per_dollar"])
+    settings = queries.setting_costs(app_snapshot).set_index(
+        ["agent_id", "task_id", "budget_seconds"]
+    )
+    alpha = settings.loc[("alpha", "t1", 60)]
+    assert alpha["points"] == pytest.approx(1.0)
+    assert alpha["points_per_dollar"] == pytest.approx(1.0 / ALPHA_COST)
+    assert pd.isna(settings.loc[("beta", "t1", 60), "cost_mean_usd"])

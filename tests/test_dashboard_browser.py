@@ -5,8 +5,9 @@ A module fixture builds a snapshot the way the pipeline does (records → ``load
 ``streamlit run app/streamlit_app.py`` on a free loopback port with ``TMLBENCH_SNAPSHOT``
 pointing at it, and drives Debian's ``/usr/bin/chromium`` through Playwright (Playwright's own
 browser download is never used). The leaderboard must show the three agents; every page of the
-navigation must render without a ``stException`` element. A screenshot of every page goes to
-``test-artifacts/dashboard/<page>.png``. The Streamlit process group is always terminated.
+navigation must render without a ``stException`` element, and is screenshotted only once its
+tables and Vega-Lite charts are drawn (canvas or SVG marks present, not just the script run
+finished). A screenshot of every page goes to ``test-artifacts/dashboard/<page>.png``. The Streamlit process group is always terminated.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ BUDGETS = (240, 600, 1200)
 ATTEMPTS = 6  # more than the 5 counted successes, so every setting is covered
 NAV_LINKS = 'a[data-testid="stSidebarNavLink"], a[data-testid="stTopNavLink"]'
 EXCEPTION = '[data-testid="stException"]'
+TABLES = '[data-testid="stDataFrame"]'
+CHARTS = '[data-testid="stVegaLiteChart"]'
+COST_AGENT = "baseline-gbm"  # the one demo agent whose attempts record tokens and cost
 
 
 def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:
@@ -73,6 +77,12 @@ def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:
                     failed = attempt == attempts - 1 and budget == BUDGETS[0]
                     value = quality + budget / 40_000 + rng.gauss(0, 0.01)
                     score = value if direction == "maximize" else 1.5 - value
+                    cost = {}
+                    if agent == COST_AGENT:
+                        tokens = budget * 50 + attempt
+                        cost = dict(
+                            tokens_in=tokens, tokens_out=tokens // 10, cost_usd=tokens / 1e6
+                        )
                     yield make_record(
                         agent,
                         task,
@@ -81,6 +91,7 @@ def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:
                         status="timeout" if failed else "success",
                         score=score,
                         direction=direction,
+                        **cost,
                     )
 
 
@@ -176,6 +187,21 @@ def wait_until_idle(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
     )
 
 
+def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> tuple[int, int]:
+    """Wait until the script run has finished and every table and chart on the page is drawn
+    (a data grid's canvas, a Vega-Lite chart's canvas or svg.marks); returns (tables, charts)."""
+    wait_until_idle(page, timeout_ms)
+    page.wait_for_function(
+        f"""() => {{
+            const drawn = (selector, inner) => [...document.querySelectorAll(selector)]
+                .every(el => el.querySelector(inner) && el.getBoundingClientRect().height > 0);
+            return drawn('{TABLES}', 'canvas') && drawn('{CHARTS}', 'canvas, svg.marks');
+        }}""",
+        timeout=timeout_ms,
+    )
+    return page.locator(TABLES).count(), page.locator(CHARTS).count()
+
+
 def page_slug(url: str, base: str) -> str:
     path = url.removeprefix(base).split("?")[0].strip("/")
     return re.sub(r"[^A-Za-z0-9_-]+", "_", path) or "home"
@@ -217,8 +243,9 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
             page.get_by_text(agent, exact=True).first.wait_for(
                 state="attached", timeout=RENDER_TIMEOUT_MS
             )
-        wait_until_idle(page)
+        tables, charts = wait_until_drawn(page)
         assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+        assert tables >= 2 and charts >= 1, (tables, charts)  # leaderboard + coverage, bars
         page.screenshot(path=str(ARTIFACTS / "home.png"), full_page=True)
 
         view_more = page.locator('[data-testid="stSidebarNavViewButton"]')
@@ -231,16 +258,23 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
             assert len(urls) >= len(page_files), (
                 f"{len(page_files)} page files in {PAGES_DIR}, {len(urls)} navigation links: {urls}"
             )
-        visited = []
+        assert any("cost" in url for url in urls), urls
+        visited = {}
         for url in urls:
             absolute = url if url.startswith("http") else f"{app_url}/{url.lstrip('/')}"
             slug = page_slug(absolute, app_url)
             page.goto(absolute, wait_until="domcontentloaded")
-            wait_until_idle(page)
+            page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+            drawn = wait_until_drawn(page)
             errors = page.locator(EXCEPTION)
             page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
             assert errors.count() == 0, f"{absolute}: {errors.first.inner_text()}"
-            visited.append(slug)
+            assert drawn[0] >= 1, f"{absolute}: no table drawn"
+            visited[slug] = drawn
         assert len(visited) == len(urls)
+        # pages with charts: every one of them drawn (tables, charts)
+        charts = {slug: n for slug, (_, n) in visited.items()}
+        assert charts["cost"] >= 2 and charts["reliability"] >= 3, visited
+        assert charts["settings"] >= 2 and charts["time_scaling"] >= 2, visited
     finally:
         page.close()

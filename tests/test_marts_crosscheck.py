@@ -104,11 +104,32 @@ def make_records() -> list[RunRecord]:
     return records
 
 
+def with_costs(records: list[RunRecord]) -> list[RunRecord]:
+    """Tokens and cost on the records: alpha and epsilon always known, beta known on two of
+    three attempts, gamma never (unknown, not 0), delta known and always $0."""
+    rng = np.random.default_rng(11)
+    out = []
+    for i, record in enumerate(records):
+        tokens_in = tokens_out = cost = None
+        agent = record.agent_id
+        if agent in ("alpha", "epsilon") or (agent == "beta" and i % 3):
+            tokens_in, tokens_out = int(rng.integers(1_000, 50_000)), int(rng.integers(100, 5_000))
+            cost = round(tokens_in * 3e-6 + tokens_out * 15e-6, 6)
+        elif agent == "delta":
+            tokens_in, tokens_out, cost = 0, 0, 0.0
+        out.append(
+            record.model_copy(
+                update={"tokens_in": tokens_in, "tokens_out": tokens_out, "cost_usd": cost}
+            )
+        )
+    return out
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
     root = tmp_path_factory.mktemp("crosscheck")
     path = root / "warehouse.duckdb"
-    records = make_records()
+    records = with_costs(make_records())
     insert_runs(path, records)
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {a: cutoff for a, (_, cutoff) in AGENTS.items()})
@@ -311,6 +332,93 @@ def test_contamination_flags(built):
     assert_same(actual, expected, ["agent_id", "task_id"])
     flags = expected.set_index(["agent_id", "task_id"])["contaminated"]
     assert flags[("alpha", "auc")] is True and flags[("beta", "auc")] is False
+
+
+# --- cost ----------------------------------------------------------------------------------
+
+
+def _cost_aggregates(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The cost marts' columns, recomputed with pandas (NaN = unknown, never 0)."""
+    runs = runs.copy()
+    runs["success"] = runs["status"] == "success"
+    ok = runs[runs["success"]].sort_values(["created_at", "run_id"])
+    counted = ok.groupby(SETTING, sort=False).head(N)
+    known = runs[runs["cost_usd"].notna()]
+
+    def agg(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
+        return frame.groupby(keys)[column].agg(how)
+
+    out = runs.groupby(keys).agg(attempts=("run_id", "size"), successes=("success", "sum"))
+    has_tokens = runs["tokens_in"].notna() | runs["tokens_out"].notna()
+    out["attempts_with_tokens"] = has_tokens.groupby([runs[k] for k in keys]).sum()
+    for column in ("tokens_in", "tokens_out"):
+        out[f"{column}_total"] = runs.groupby(keys)[column].sum(min_count=1)
+        out[f"{column}_mean"] = agg(runs, column, "mean")
+    out["attempts_with_cost"] = agg(runs, "cost_usd", "count")
+    out["cost_total_usd"] = runs.groupby(keys)["cost_usd"].sum(min_count=1)
+    out["cost_mean_usd"] = agg(runs, "cost_usd", "mean")
+    out["n_counted"] = counted.groupby(keys).size()
+    out["counted_with_cost"] = agg(counted, "cost_usd", "count")
+    out["counted_cost_total_usd"] = counted.groupby(keys)["cost_usd"].sum(min_count=1)
+    out["counted_cost_mean_usd"] = agg(counted, "cost_usd", "mean")
+    out["counted_tokens_in_mean"] = agg(counted, "tokens_in", "mean")
+    out["counted_tokens_out_mean"] = agg(counted, "tokens_out", "mean")
+    known_successes = known.groupby(keys)["success"].sum()
+    out["cost_per_success_usd"] = out["cost_total_usd"] / known_successes.where(known_successes > 0)
+    for column in ("n_counted", "counted_with_cost"):
+        out[column] = out[column].fillna(0)
+    return out
+
+
+def _per_dollar(value: pd.Series, cost: pd.Series) -> pd.Series:
+    return value / cost.where(cost > 0)
+
+
+def test_setting_costs(built, runs, board):
+    expected = _cost_aggregates(runs, SETTING)
+    points = board.points.set_index(SETTING)["points"]
+    expected["points"] = points.reindex(expected.index)
+    expected["points_per_dollar"] = _per_dollar(
+        expected["points"], expected["counted_cost_mean_usd"]
+    )
+    actual = read_mart(built[0], "setting_costs")
+    assert_same(actual, expected.reset_index(), SETTING)
+    rows = actual.set_index(SETTING)
+    gamma, delta = rows.xs("gamma", level="agent_id"), rows.xs("delta", level="agent_id")
+    assert gamma["cost_total_usd"].isna().all() and (gamma["attempts_with_cost"] == 0).all()
+    assert (delta["cost_total_usd"] == 0).all() and delta["points_per_dollar"].isna().all()
+    assert rows.xs("alpha", level="agent_id")["points_per_dollar"].notna().all()
+
+
+def test_agent_costs(built, runs, board):
+    expected = _cost_aggregates(runs, ["agent_id"])
+    score = board.ranking.set_index("agent_id")["best_budget"]
+    expected["score"] = score.reindex(expected.index)
+    expected["points_per_dollar"] = _per_dollar(
+        expected["score"], expected["counted_cost_mean_usd"]
+    )
+    actual = read_mart(built[0], "agent_costs")
+    assert_same(actual, expected.reset_index(), ["agent_id"])
+    rows = actual.set_index("agent_id")
+    assert np.isnan(rows.loc["gamma", "cost_total_usd"])  # unknown, not 0
+    assert np.isnan(rows.loc["gamma", "points_per_dollar"])
+    assert rows.loc["delta", "cost_total_usd"] == 0 and np.isnan(
+        rows.loc["delta", "points_per_dollar"]
+    )
+    assert np.isnan(rows.loc["epsilon", "score"]) and np.isnan(
+        rows.loc["epsilon", "points_per_dollar"]
+    )
+    assert 0 < rows.loc["beta", "attempts_with_cost"] < rows.loc["beta", "attempts"]
+    assert rows.loc["alpha", "points_per_dollar"] > 0
+
+
+def test_counted_attempts(built, runs):
+    ok = runs[runs["status"] == "success"].sort_values(["created_at", "run_id"])
+    expected = ok.groupby(SETTING, sort=False).head(N).copy()
+    expected["success_index"] = expected.groupby(SETTING).cumcount() + 1
+    columns = ["run_id", *SETTING, "success_index", "score", "score_hib", "cost_usd"]
+    actual = read_mart(built[0], "counted_attempts")
+    assert_same(actual[columns], expected[columns], ["run_id"])
 
 
 # --- bootstrap ------------------------------------------------------------------------------

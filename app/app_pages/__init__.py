@@ -1,1 +1,1 @@
-"""Pages of the dashboard (run by the router, app/streamlit_app.py)."""
+"""Pages of the dashboard (run by the router, app/router.py)."""

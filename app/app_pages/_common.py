@@ -1,4 +1,4 @@
-"""Shared page helpers: the snapshot, cached queries, the empty state, CSV downloads."""
+"""Shared page helpers: the snapshot, cached queries, global filters, the empty state, CSVs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,21 @@ RUN_HINT = (
     "loads the records, builds the marts and publishes the read-only snapshot this dashboard "
     "reads), then reload this page."
 )
+# session-state keys of the sidebar filters (app/router.py draws them)
+FILTER_KEYS = {
+    "suites": "filter_suites",
+    "agents": "filter_agents",
+    "tasks": "filter_tasks",
+    "budgets": "filter_budgets",
+    "dates": "filter_dates",
+}
+DATE_BOUNDS_KEY = "filter_date_bounds"
+FILTER_SCOPE = (
+    "Agents, tasks, budgets and suite narrow every table and chart; scores, ranks and other "
+    "aggregates are computed over all attempts and are not recomputed (a suite keeps the agents "
+    "and tasks that ran in it). The date range applies to attempt-level views only: the run "
+    "explorer and the counted attempts on the Settings page."
+)
 
 
 def _mtime(path: Path) -> float:
@@ -25,15 +40,28 @@ def _mtime(path: Path) -> float:
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
-def _query(name: str, path: str, mtime: float, *args: str) -> pd.DataFrame:
+def _query(name: str, path: str, mtime: float, *args, **kwargs):
     # mtime is part of the cache key: a newly published snapshot is read at once
-    return getattr(queries, name)(Path(path), *args)
+    return getattr(queries, name)(Path(path), *args, **kwargs)
+
+
+@st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
+def _has_runs(path: str, mtime: float) -> bool:
+    return queries.has_runs(Path(path))
+
+
+def snapshot_path() -> Path:
+    return queries.snapshot_path()
+
+
+def has_runs(path: Path) -> bool:
+    return _has_runs(str(path), _mtime(path))
 
 
 def snapshot_or_stop() -> Path:
     """The snapshot path; when it has no runs, explain how to make some and stop the page."""
-    path = queries.snapshot_path()
-    if not queries.has_runs(path):
+    path = snapshot_path()
+    if not has_runs(path):
         st.info(RUN_HINT)
         st.caption(
             f"Looked for the snapshot at `{path}` "
@@ -43,15 +71,79 @@ def snapshot_or_stop() -> Path:
     return path
 
 
-def query(name: str, path: Path, *args: str) -> pd.DataFrame:
-    """Run ``queries.<name>(path, *args)``, cached for a minute (or until a new snapshot)."""
-    return _query(name, str(path), _mtime(path), *args)
+def query(name: str, path: Path, *args, **kwargs):
+    """Run ``queries.<name>(path, *args, **kwargs)``, cached for a minute (or until a new
+    snapshot)."""
+    return _query(name, str(path), _mtime(path), *args, **kwargs)
+
+
+def sidebar_filters(path: Path) -> None:
+    """Draw the global filters in the sidebar (their values live in st.session_state)."""
+    options = query("filter_options", path)
+    bar = st.sidebar
+    bar.header("Filters")
+    if options["suites"]:
+        bar.multiselect("Suites", options["suites"], key=FILTER_KEYS["suites"])
+    bar.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
+    bar.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
+    bar.multiselect("Budgets (s)", options["budgets"], key=FILTER_KEYS["budgets"])
+    first, last = options["first_day"], options["last_day"]
+    if first is not None:
+        st.session_state[DATE_BOUNDS_KEY] = (first, last)  # the whole range = no date filter
+        bar.date_input(
+            "Attempts created between (UTC)",
+            (first, last),
+            min_value=first,
+            max_value=last,
+            key=FILTER_KEYS["dates"],
+        )
+    bar.caption(FILTER_SCOPE)
+
+
+def current_filters() -> queries.Filters:
+    """The sidebar's filters as a ``queries.Filters`` (all empty when no sidebar is drawn)."""
+    state = st.session_state
+    dates = state.get(FILTER_KEYS["dates"]) or ()
+    start = end = None
+    if (
+        isinstance(dates, (tuple, list))
+        and len(dates) == 2
+        and tuple(dates) != state.get(DATE_BOUNDS_KEY)
+    ):
+        start, end = dates
+    return queries.Filters(
+        suites=tuple(state.get(FILTER_KEYS["suites"]) or ()),
+        agents=tuple(state.get(FILTER_KEYS["agents"]) or ()),
+        tasks=tuple(state.get(FILTER_KEYS["tasks"]) or ()),
+        budgets=tuple(int(b) for b in state.get(FILTER_KEYS["budgets"]) or ()),
+        start=start,
+        end=end,
+    )
+
+
+def filters_note(filters: queries.Filters) -> None:
+    """Say which filters are active on this page (nothing when none is)."""
+    active = [
+        f"{label}: {', '.join(map(str, values))}"
+        for label, values in (
+            ("suites", filters.suites),
+            ("agents", filters.agents),
+            ("tasks", filters.tasks),
+            ("budgets", filters.budgets),
+        )
+        if values
+    ]
+    if filters.start is not None:
+        active.append(f"created {filters.start} – {filters.end} (attempt-level views)")
+    if active:
+        st.caption("Filtered · " + " · ".join(active))
 
 
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
+    # the CSV is made when the button is clicked, not on every render
     st.download_button(
         label,
-        frame.to_csv(index=False).encode("utf-8"),
+        lambda: frame.to_csv(index=False).encode("utf-8"),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"download-{name}",

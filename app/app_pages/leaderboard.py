@@ -1,11 +1,17 @@
-"""Leaderboard: the primary ranking (best budget per task) and the two other variants."""
+"""Leaderboard: the primary ranking (best budget per task), the two other variants, badges."""
 
 from __future__ import annotations
 
-import altair as alt
 import streamlit as st
 
-from app.app_pages._common import download, footer, query, snapshot_or_stop
+from app.app_pages._common import (
+    current_filters,
+    download,
+    filters_note,
+    footer,
+    query,
+    snapshot_or_stop,
+)
 
 VARIANT_LABELS = {
     "best_budget": "Best budget per task (primary)",
@@ -15,18 +21,26 @@ VARIANT_LABELS = {
 
 st.title("Leaderboard")
 path = snapshot_or_stop()
+filters = current_filters()
+filters_note(filters)
 
 variant = st.selectbox(
     "Variant", list(VARIANT_LABELS), format_func=VARIANT_LABELS.get, key="variant"
 )
-board = query("leaderboard", path, variant)
+board = query("leaderboard", path, variant, filters)
 
 if board.empty:
     st.warning(
-        "No agent is ranked yet: an agent is ranked once it has enough successes in every "
-        "task × budget setting. See the coverage below, then `make run` again."
+        "No agent is ranked yet (or none matches the filters): an agent is ranked once it has "
+        "enough successes in every task × budget setting. See the coverage below, then "
+        "`make run` again."
     )
 else:
+    st.caption(
+        "Badges: **coverage** = settings with enough successes / settings of the benchmark; "
+        "**contamination** = the model's knowledge cutoff is on or after a task's start date "
+        "(the agent may have seen the competition), *cutoff unknown* when a date is missing."
+    )
     st.dataframe(
         board,
         hide_index=True,
@@ -42,26 +56,45 @@ else:
             "run_rel_iqr": st.column_config.NumberColumn("run-to-run rel. IQR", format="%.3f"),
         },
     )
-    bars = (
-        alt.Chart(board)
-        .mark_bar()
-        .encode(
-            x=alt.X("score:Q", scale=alt.Scale(domain=[0, 1]), title="score (normalized points)"),
-            y=alt.Y("agent_id:N", sort="-x", title=None),
-            tooltip=list(board.columns),
-        )
-    )
-    chart = bars
+    # a plain Vega-Lite spec, not Altair: the first render after the server starts must not
+    # wait for Altair's import and schema validation (app/warmup.py)
+    sort = {"field": "score", "order": "descending"}
+    y = {"field": "agent_id", "type": "nominal", "sort": sort, "title": None}
+    layers = [
+        {
+            "mark": "bar",
+            "encoding": {
+                "x": {
+                    "field": "score",
+                    "type": "quantitative",
+                    "scale": {"domain": [0, 1]},
+                    "title": "score (normalized points)",
+                },
+                "y": y,
+                "tooltip": [
+                    {"field": c, "type": "nominal" if c != "score" else "quantitative"}
+                    for c in ("agent_id", "score", "coverage", "contamination")
+                ],
+            },
+        }
+    ]
     if "score_low" in board.columns:
-        chart = bars + alt.Chart(board).mark_rule(color="black").encode(
-            x="score_low:Q", x2="score_high:Q", y=alt.Y("agent_id:N", sort="-x")
+        layers.append(
+            {
+                "mark": {"type": "rule", "color": "black"},
+                "encoding": {
+                    "x": {"field": "score_low", "type": "quantitative"},
+                    "x2": {"field": "score_high"},
+                    "y": y,
+                },
+            }
         )
-    st.altair_chart(chart, width="stretch")
+    st.vega_lite_chart(board, {"layer": layers}, width="stretch")
     download(board, f"leaderboard_{variant}")
 
 st.subheader("Coverage")
 st.caption("Only agents with enough successes in every setting are ranked.")
-coverage = query("coverage", path)
+coverage = query("coverage", path, filters)
 st.dataframe(coverage, hide_index=True, width="stretch")
 download(coverage, "coverage")
 footer(path)

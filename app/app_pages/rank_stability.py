@@ -5,12 +5,21 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from app.app_pages._common import download, footer, query, snapshot_or_stop
+from app.app_pages._common import (
+    current_filters,
+    download,
+    filters_note,
+    footer,
+    query,
+    snapshot_or_stop,
+)
 
 st.title("Rank stability")
 path = snapshot_or_stop()
+filters = current_filters()
+filters_note(filters)
 
-stability = query("rank_stability", path)
+stability = query("rank_stability", path, filters)
 if stability.empty:
     st.warning("No agent is ranked yet (see the coverage on the Leaderboard page).")
     st.stop()
@@ -32,7 +41,7 @@ st.dataframe(stability, hide_index=True, width="stretch")
 download(stability, "rank_stability")
 
 st.subheader("Rank per task")
-ranks = query("task_ranks", path)
+ranks = query("task_ranks", path, filters)
 heat = alt.Chart(ranks).encode(
     x=alt.X("task_id:N", title="task"), y=alt.Y("agent_id:N", title=None)
 )

@@ -5,13 +5,22 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from app.app_pages._common import download, footer, query, snapshot_or_stop
+from app.app_pages._common import (
+    current_filters,
+    download,
+    filters_note,
+    footer,
+    query,
+    snapshot_or_stop,
+)
 
 st.title("Reliability")
 path = snapshot_or_stop()
+filters = current_filters()
+filters_note(filters)
 
 st.subheader("Attempts by status")
-counts = query("status_counts", path)
+counts = query("status_counts", path, filters)
 chart = (
     alt.Chart(counts[counts["attempts"] > 0])
     .mark_bar()
@@ -25,7 +34,7 @@ chart = (
 st.altair_chart(chart, width="stretch")
 download(counts, "status_counts")
 
-rates = query("success_rates", path)
+rates = query("success_rates", path, filters)
 st.dataframe(
     rates,
     hide_index=True,
@@ -55,4 +64,25 @@ else:
         ),
         width="stretch",
     )
+
+st.subheader("Performance vs. stability")
+st.caption(
+    "Each ranked agent: primary score (best budget per task, normalized points) against its "
+    "run-to-run relative IQR. Top left is best: high score, steady across repeated runs."
+)
+scatter = query("performance_stability", path, filters).dropna(subset=["rel_iqr"])
+if scatter.empty:
+    st.info("No ranked agent with a run-to-run spread yet.")
+else:
+    points = alt.Chart(scatter).encode(
+        x=alt.X("rel_iqr:Q", title="run-to-run relative IQR (lower = steadier)"),
+        y=alt.Y("score:Q", title="primary score", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["agent_id", "rank", "score", "rel_iqr", "n_settings"],
+    )
+    st.altair_chart(
+        points.mark_circle(size=120)
+        + points.mark_text(align="left", dx=8).encode(text="agent_id:N"),
+        width="stretch",
+    )
+    download(scatter, "performance_stability")
 footer(path)

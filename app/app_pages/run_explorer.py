@@ -5,38 +5,42 @@ from __future__ import annotations
 import streamlit as st
 
 from app import queries
-from app.app_pages._common import download, footer, query, snapshot_or_stop
+from app.app_pages._common import (
+    current_filters,
+    filters_note,
+    footer,
+    query,
+    snapshot_or_stop,
+)
 
 st.title("Run explorer")
 path = snapshot_or_stop()
-runs = query("runs", path)
+filters = current_filters()
+filters_note(filters)
 
-columns = st.columns(4)
-filters = {
-    "agent_id": columns[0].multiselect("Agents", sorted(runs["agent_id"].unique())),
-    "task_id": columns[1].multiselect("Tasks", sorted(runs["task_id"].unique())),
-    "budget_seconds": columns[2].multiselect(
-        "Budgets (s)", sorted(runs["budget_seconds"].unique())
-    ),
-    "status": columns[3].multiselect("Statuses", sorted(runs["status"].unique())),
-}
-shown = runs
-for column, chosen in filters.items():
-    if chosen:
-        shown = shown[shown[column].isin(chosen)]
-first, last = runs["created_at"].min().date(), runs["created_at"].max().date()
-dates = st.date_input("Created between", (first, last), min_value=first, max_value=last)
-if isinstance(dates, tuple) and len(dates) == 2:
-    day = shown["created_at"].dt.date
-    shown = shown[(day >= dates[0]) & (day <= dates[1])]
-
-st.caption(f"{len(shown):,} of {len(runs):,} attempts")
+statuses = tuple(st.multiselect("Statuses", queries.STATUSES, key="statuses"))
+# filters run in SQL; only the newest RUN_ROWS matching attempts travel to the browser
+total = query("run_count", path, filters, statuses)
+shown = query("runs", path, filters, statuses, queries.RUN_ROWS)
+if total > len(shown):
+    st.caption(
+        f"{total:,} attempts match; showing the newest {len(shown):,} "
+        "(narrow the sidebar filters, or download them all)."
+    )
+else:
+    st.caption(f"{total:,} attempts match.")
 st.dataframe(shown.drop(columns=["source_path"]), hide_index=True, width="stretch")
-download(shown, "runs")
+st.download_button(
+    "Download the matching attempts (CSV)",
+    lambda: queries.runs(path, filters, statuses).to_csv(index=False).encode("utf-8"),
+    file_name="runs.csv",
+    mime="text/csv",
+    key="download-runs",
+)
 
 if shown.empty:
     st.stop()
-run_id = st.selectbox("Open an attempt", shown["run_id"].tolist())
+run_id = st.selectbox("Open an attempt", shown["run_id"].tolist(), key="run_id")
 record = queries.run_record(path, run_id)
 st.subheader(run_id)
 if record.get("validation_code"):

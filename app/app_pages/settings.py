@@ -1,21 +1,34 @@
-"""Settings: each agent's median score per task × budget, with its interquartile range."""
+"""Settings: each agent's median score per task × budget, and every counted attempt behind it."""
 
 from __future__ import annotations
 
 import altair as alt
 import streamlit as st
 
-from app.app_pages._common import download, footer, query, snapshot_or_stop
+from app.app_pages._common import (
+    current_filters,
+    download,
+    filters_note,
+    footer,
+    query,
+    snapshot_or_stop,
+)
 
 st.title("Scores per setting")
 st.caption("Median of the counted successes of each agent × task × budget; bars span Q1–Q3.")
 path = snapshot_or_stop()
+filters = current_filters()
+filters_note(filters)
 
-scores = query("setting_scores", path)
+scores = query("setting_scores", path, filters)
+if scores.empty:
+    st.warning("No setting matches the filters.")
+    st.stop()
 task = st.selectbox("Task", sorted(scores["task_id"].unique()), key="task")
 one = scores[scores["task_id"] == task]
 direction = one["metric_direction"].iloc[0]
-st.caption(f"Raw metric, {'higher' if direction == 'maximize' else 'lower'} is better.")
+better = "higher" if direction == "maximize" else "lower"
+st.caption(f"Raw metric, {better} is better.")
 
 base = alt.Chart(one).encode(
     x=alt.X("budget_seconds:O", title="budget (s)"),
@@ -29,4 +42,37 @@ chart = base.mark_rule(strokeWidth=3).encode(
 st.altair_chart(chart, width="stretch")
 st.dataframe(one, hide_index=True, width="stretch")
 download(scores, "setting_scores", "Download all settings (CSV)")
+
+st.subheader("Counted attempts")
+st.caption(
+    "Every counted attempt (the first successes by creation time that make up the setting's "
+    f"median) of each agent at one task × budget: a box (quartiles) and one dot per attempt. "
+    f"Raw metric, {better} is better. The date range filter applies here."
+)
+budget = st.selectbox("Budget (s)", sorted(one["budget_seconds"].unique()), key="budget")
+attempts = query("counted_attempts", path, task, int(budget), filters)
+if attempts.empty:
+    st.info("No counted attempt for this task and budget (with the current filters).")
+else:
+    y = alt.Y("score:Q", title="score", scale=alt.Scale(zero=False))
+    boxes = (
+        alt.Chart(attempts)
+        .mark_boxplot(extent="min-max", opacity=0.35)
+        .encode(x=alt.X("agent_id:N", title=None), y=y, color=alt.Color("agent_id:N", legend=None))
+    )
+    dots = (
+        alt.Chart(attempts)
+        .mark_circle(size=60, opacity=0.9)
+        .transform_calculate(jitter="(random() - 0.5) * 24")
+        .encode(
+            x=alt.X("agent_id:N", title=None),
+            xOffset=alt.XOffset("jitter:Q", scale=alt.Scale(domain=[-40, 40])),
+            y=y,
+            color=alt.Color("agent_id:N", legend=None),
+            tooltip=["run_id", "agent_id", "success_index", "score", "created_at"],
+        )
+    )
+    st.altair_chart(boxes + dots, width="stretch")
+    st.dataframe(attempts, hide_index=True, width="stretch")
+    download(attempts, f"counted_attempts_{task}_{budget}")
 footer(path)

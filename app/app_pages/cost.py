@@ -1,0 +1,136 @@
+"""Cost: tokens and dollars per agent and per setting, cost per success, points per dollar."""
+
+from __future__ import annotations
+
+import altair as alt
+import streamlit as st
+
+from app.app_pages._common import (
+    current_filters,
+    download,
+    filters_note,
+    footer,
+    query,
+    snapshot_or_stop,
+)
+
+COLUMNS = {
+    "cost_total_usd": st.column_config.NumberColumn("total cost", format="$%.4f"),
+    "cost_mean_usd": st.column_config.NumberColumn("cost / attempt", format="$%.4f"),
+    "counted_cost_mean_usd": st.column_config.NumberColumn(
+        "cost / counted attempt", format="$%.4f"
+    ),
+    "counted_cost_total_usd": st.column_config.NumberColumn("counted total", format="$%.4f"),
+    "cost_per_success_usd": st.column_config.NumberColumn("cost / success", format="$%.4f"),
+    "points_per_dollar": st.column_config.NumberColumn("points / $", format="%.2f"),
+}
+AGENT_VIEW = [
+    "agent_id",
+    "score",
+    "points_per_dollar",
+    "cost_per_success_usd",
+    "cost_total_usd",
+    "cost_mean_usd",
+    "counted_cost_mean_usd",
+    "attempts",
+    "attempts_with_cost",
+    "n_counted",
+    "counted_with_cost",
+    "tokens_in_total",
+    "tokens_out_total",
+    "tokens_in_mean",
+    "tokens_out_mean",
+    "attempts_with_tokens",
+]
+
+st.title("Cost")
+st.caption(
+    "Tokens and cost as recorded by each attempt. An attempt that recorded no cost is "
+    "*unknown* (an empty cell), never $0: totals and means use the attempts with a known cost "
+    "(see attempts_with_cost). Cost per success = known cost ÷ successes among those attempts. "
+    "Points per dollar = the agent's primary score (or, per setting, its normalized points) ÷ "
+    "the mean cost of a counted attempt; empty when the cost is unknown or 0."
+)
+path = snapshot_or_stop()
+filters = current_filters()
+filters_note(filters)
+
+agents = query("agent_costs", path, filters)
+if agents.empty:
+    st.warning("No agent matches the filters.")
+    st.stop()
+known = agents[agents["attempts_with_cost"] > 0]
+unknown = agents.loc[agents["attempts_with_cost"] == 0, "agent_id"].tolist()
+if known.empty:
+    st.info(
+        "No attempt recorded a cost yet (baselines and command agents usually do not; LLM agents "
+        "record tokens and cost when the agent spec has token prices)."
+    )
+elif unknown:
+    st.caption(f"Cost unknown for: {', '.join(unknown)}.")
+
+st.subheader("Per agent")
+st.dataframe(agents[AGENT_VIEW], hide_index=True, width="stretch", column_config=COLUMNS)
+download(agents, "agent_costs")
+
+ratio = agents.dropna(subset=["points_per_dollar"])
+if not ratio.empty:
+    st.altair_chart(
+        alt.Chart(ratio)
+        .mark_bar()
+        .encode(
+            x=alt.X("points_per_dollar:Q", title="primary score per dollar (counted attempt)"),
+            y=alt.Y("agent_id:N", sort="-x", title=None),
+            tooltip=["agent_id", "score", "counted_cost_mean_usd", "points_per_dollar"],
+        ),
+        width="stretch",
+    )
+tokens = agents.dropna(subset=["tokens_in_total", "tokens_out_total"], how="all")
+if not tokens.empty:
+    long = tokens.melt(
+        id_vars="agent_id",
+        value_vars=["tokens_in_total", "tokens_out_total"],
+        var_name="direction",
+        value_name="tokens",
+    ).dropna(subset=["tokens"])
+    long["direction"] = long["direction"].map({"tokens_in_total": "in", "tokens_out_total": "out"})
+    st.altair_chart(
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("tokens:Q", title="tokens (all attempts with a record)"),
+            y=alt.Y("agent_id:N", title=None),
+            color=alt.Color("direction:N", title="tokens"),
+            tooltip=["agent_id", "direction", "tokens"],
+        ),
+        width="stretch",
+    )
+
+st.subheader("Per setting")
+settings = query("setting_costs", path, filters)
+st.dataframe(
+    settings[
+        [
+            "agent_id",
+            "task_id",
+            "budget_seconds",
+            "points",
+            "points_per_dollar",
+            "cost_per_success_usd",
+            "cost_total_usd",
+            "cost_mean_usd",
+            "counted_cost_mean_usd",
+            "attempts",
+            "attempts_with_cost",
+            "successes",
+            "n_counted",
+            "tokens_in_mean",
+            "tokens_out_mean",
+        ]
+    ],
+    hide_index=True,
+    width="stretch",
+    column_config=COLUMNS,
+)
+download(settings, "setting_costs")
+footer(path)
