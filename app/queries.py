@@ -8,6 +8,7 @@ newly published snapshot is picked up on the next query.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import stat
 from dataclasses import dataclass
@@ -510,3 +511,40 @@ def run_file_preview(record: dict, field: str, limit: int = LOG_PREVIEW_BYTES) -
         return None
     text = head[:limit].decode("utf-8", errors="replace")
     return text + ("\n… (truncated)" if len(head) > limit else "")
+
+
+TRANSCRIPT_PREVIEW_BYTES = 2 * 1024**2
+
+
+def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[dict] | None:
+    """An llm attempt's transcript as events (start, request, response, tool, retry, end, ...).
+
+    Read like any other run file (regular file inside the run folder, at most ``limit`` bytes);
+    a line that is not a JSON object (e.g. cut by the limit) is skipped. None without one.
+    """
+    text = run_file_preview(record, "transcript_path", limit)
+    if text is None:
+        return None
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and "event" in event:
+            events.append(event)
+    return events
+
+
+USAGE_FIELDS = (
+    "tokens_in", "tokens_out", "cost_usd", "requests", "retries", "steps",
+    "provider_seconds", "tool_seconds", "egress_requests", "egress_denied",
+    "egress_bytes_up", "egress_bytes_down",
+)  # fmt: skip
+
+
+def run_usage(record: dict) -> dict:
+    """The model-usage and egress fields an attempt recorded (unknown ones left out)."""
+    return {
+        k: record[k] for k in USAGE_FIELDS if record.get(k) is not None and record[k] == record[k]
+    }

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.errors import TmlbenchError
@@ -29,6 +30,10 @@ from tests.openai_stub import (
     load_conversation,
     reply,
 )
+from warehouse.db import apply_ddl, connect
+from warehouse.loader import load_runs
+from warehouse.marts import build_marts
+from warehouse.snapshot import publish_snapshot
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
@@ -308,3 +313,43 @@ def test_fit_context_keeps_the_task_and_the_latest_exchange():
         len(m["tool_calls"][0]["function"]["arguments"]) for m in messages if "tool_calls" in m
     )
     assert total <= 5_000
+
+
+def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
+    small_paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    with ScriptedProvider(conversation(), api_key=KEY) as provider:
+        record = run(small_paths, provider)
+    assert record.status == "success", record.error_message
+    warehouse = tmp_path / "wh.duckdb"
+    con = connect(warehouse)
+    try:
+        apply_ddl(con)
+        assert load_runs(con, small_paths.runs_dir).new == 1
+    finally:
+        con.close()
+    build_marts(warehouse, dbt_vars={"bootstrap_replicates": 5}, artifacts_dir=tmp_path / "dbt")
+    snapshot = tmp_path / "snapshot.duckdb"
+    publish_snapshot(warehouse, snapshot)
+    con = connect(snapshot, read_only=True)
+    try:
+        row = con.execute(
+            "select tokens_in_total, tokens_out_total, cost_total_usd, requests_total, "
+            "retries_total from marts.setting_costs where agent_id = 'llm-stub'"
+        ).fetchone()
+    finally:
+        con.close()
+    tokens_in, tokens_out = provider.usage_totals()
+    assert row[:2] == (tokens_in, tokens_out) and row[3:] == (3, 0)
+    assert row[2] == pytest.approx(expected_cost(provider), rel=1e-9)
+
+    monkeypatch.setenv("TMLBENCH_SNAPSHOT", str(snapshot))
+    page = Path(__file__).resolve().parents[1] / "app" / "app_pages" / "run_explorer.py"
+    at = AppTest.from_file(str(page), default_timeout=30).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="run_id").value == record.run_id
+    assert any(f"tokens in: {tokens_in:,}" in c.value for c in at.caption)
+    messages = at.get("chat_message")
+    assert len(messages) == 2 * 3  # three model replies, three tool results
+    assert any("local_validation_score" in c.value for c in at.code)
+    assert any("end: the model called finish" in i.value for i in at.info)

@@ -41,7 +41,12 @@ all_attempts as (
         sum(cost_usd) as cost_total_usd,
         avg(cost_usd) as cost_mean_usd,
         -- among the attempts whose cost is known: what they cost ÷ how many succeeded
-        count(cost_usd) filter (where status = 'success') as successes_with_cost
+        count(cost_usd) filter (where status = 'success') as successes_with_cost,
+        -- how the model was used (llm agents): requests incl. retries, time on each side
+        sum(requests) as requests_total,
+        sum(retries) as retries_total,
+        avg(provider_seconds) as provider_seconds_mean,
+        avg(tool_seconds) as tool_seconds_mean
 
     from runs
     group by agent_id, task_id, budget_seconds
@@ -82,6 +87,10 @@ final as (
         all_attempts.attempts_with_cost::bigint as attempts_with_cost,
         all_attempts.cost_total_usd::double as cost_total_usd,
         all_attempts.cost_mean_usd::double as cost_mean_usd,
+        all_attempts.requests_total::bigint as requests_total,
+        all_attempts.retries_total::bigint as retries_total,
+        all_attempts.provider_seconds_mean::double as provider_seconds_mean,
+        all_attempts.tool_seconds_mean::double as tool_seconds_mean,
         coalesce(counted_attempts.n_counted, 0)::bigint as n_counted,
         coalesce(counted_attempts.counted_with_cost, 0)::bigint as counted_with_cost,
         counted_attempts.counted_cost_total_usd::double as counted_cost_total_usd,
