@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.errors import TmlbenchError
-from runner.registry import list_agents, load_task, task_spec_sha256
-from runner.sandbox import get_sandbox
+from runner.registry import list_agents
 from runner.specs import AgentSpec
-from tests.conftest import prepared
 from tests.openai_stub import ScriptedProvider, reply
+from tests.test_attempt import attempt
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 
@@ -52,17 +50,9 @@ def test_a_cli_agent_reaches_only_its_provider_and_its_key_stays_out_of_the_logs
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    task = load_task(small_paths.tasks_dir, TASK)
     with ScriptedProvider([reply("hi", usage=(5, 1))], api_key=SECRET) as provider:
         agent = cli_agent(provider, listener.getsockname()[1])
-        ctx = AttemptContext(
-            prepared=prepared(small_paths, TASK),
-            runs_dir=small_paths.runs_dir,
-            sandbox=get_sandbox("bwrap"),
-            agent_code_dir=AGENTS,
-            task_spec_sha256=task_spec_sha256(small_paths.tasks_dir, TASK),
-        )
-        record = run_attempt(AttemptPlan(agent, task, 60, 0), ctx)
+        record = attempt(small_paths, agent, TASK, code_dir=AGENTS)
     listener.close()
     run_dir = small_paths.runs_dir / record.run_id
     stdout = (run_dir / "stdout.log").read_text()
@@ -84,17 +74,9 @@ def test_a_cli_agent_reaches_only_its_provider_and_its_key_stays_out_of_the_logs
 
 def test_a_cli_agent_without_its_key_does_not_start(small_paths, monkeypatch):
     monkeypatch.delenv(SECRET_ENV, raising=False)
-    task = load_task(small_paths.tasks_dir, TASK)
-    with ScriptedProvider([]) as provider:
-        ctx = AttemptContext(
-            prepared=prepared(small_paths, TASK),
-            runs_dir=small_paths.runs_dir,
-            sandbox=get_sandbox("bwrap"),
-            agent_code_dir=AGENTS,
-            task_spec_sha256=task_spec_sha256(small_paths.tasks_dir, TASK),
-        )
-        with pytest.raises(TmlbenchError, match=SECRET_ENV):
-            run_attempt(AttemptPlan(cli_agent(provider, 9), task, 60, 0), ctx)
+    with ScriptedProvider([]) as provider, pytest.raises(TmlbenchError, match=SECRET_ENV):
+        attempt(small_paths, cli_agent(provider, 9), TASK, code_dir=AGENTS)
+    assert not any(small_paths.runs_dir.rglob("record.json"))
 
 
 def test_shipped_cli_templates_fill_every_placeholder():

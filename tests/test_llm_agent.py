@@ -14,14 +14,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.errors import TmlbenchError
 from runner.llm.session import ELIDED, _fit_context
 from runner.records import RunRecord
-from runner.registry import load_task, task_spec_sha256
-from runner.sandbox import get_sandbox
 from runner.specs import AgentSpec
-from tests.conftest import prepared
 from tests.openai_stub import (
     ScriptedProvider,
     call,
@@ -30,6 +26,7 @@ from tests.openai_stub import (
     load_conversation,
     reply,
 )
+from tests.test_attempt import attempt
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts
@@ -64,15 +61,7 @@ def llm_agent(provider: ScriptedProvider, **llm: object) -> AgentSpec:
 
 
 def run(paths, provider: ScriptedProvider, budget: int = 120, **llm: object) -> RunRecord:
-    task = load_task(paths.tasks_dir, TASK)
-    ctx = AttemptContext(
-        prepared=prepared(paths, TASK),
-        runs_dir=paths.runs_dir,
-        sandbox=get_sandbox("bwrap"),
-        agent_code_dir=None,
-        task_spec_sha256=task_spec_sha256(paths.tasks_dir, TASK),
-    )
-    return run_attempt(AttemptPlan(llm_agent(provider, **llm), task, budget, 0), ctx)
+    return attempt(paths, llm_agent(provider, **llm), TASK, budget)
 
 
 def transcript(paths, record: RunRecord) -> list[dict]:
