@@ -5,7 +5,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: help install system-deps browser-deps uv run ui dashboard manifest dagster-home test lint format bench clean
+.PHONY: help install system-deps browser-deps docker-engine docker-image uv run ui dashboard manifest dagster-home test lint format bench clean
 
 # Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
 DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
@@ -19,6 +19,7 @@ help:
 	@echo "make dashboard the Streamlit dashboard on http://127.0.0.1:8501 (reads the published snapshot)"
 	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
 	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite"
+	@echo "make docker-image  start the Docker engine if needed and build the docker sandbox's image"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 
 install: system-deps .venv/.installed
@@ -43,6 +44,28 @@ browser-deps:
 	  else \
 	    echo "chromium is missing: install it with 'sudo apt-get install chromium' (Debian/Ubuntu)"; exit 1; \
 	  fi; }
+
+# The docker sandbox backend: Debian's engine (docker.io) and debootstrap, which builds the
+# image's base without Docker Hub. dockerd is started in the background when not running.
+DOCKERD_LOG := /var/log/tmlbench-dockerd.log
+docker-engine:
+	@{ command -v dockerd && command -v debootstrap && command -v docker; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing docker.io and debootstrap (the docker sandbox backend)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null; \
+	  else \
+	    echo "the docker backend needs Docker and debootstrap: 'sudo apt-get install docker.io debootstrap'"; exit 1; \
+	  fi; }
+	@docker info >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] || { echo "the Docker engine is not running: start it (e.g. 'sudo systemctl start docker')"; exit 1; }; \
+	  echo "starting dockerd in the background (log: $(DOCKERD_LOG))"; \
+	  setsid nohup dockerd >>$(DOCKERD_LOG) 2>&1 < /dev/null & \
+	  for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && exit 0; sleep 1; done; \
+	  echo "dockerd did not come up within 60 s:"; tail -n 20 $(DOCKERD_LOG); exit 1; }
+
+# Cached: a second run with nothing changed takes well under a second (see build.sh).
+docker-image: docker-engine
+	runner/sandbox/image/build.sh
 
 uv:
 	@$(UV) --version >/dev/null 2>&1 || { echo "installing uv"; python3 -m pip install --quiet uv; }
@@ -75,7 +98,7 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-test: install browser-deps lint manifest
+test: install browser-deps docker-image lint manifest
 	$(RUN) dg check defs
 	$(RUN) pytest
 

@@ -1,7 +1,8 @@
 """Sandbox backends against real misbehaving agents (tests/sandbox_agents/*.py).
 
-Nothing here is skipped: a missing bubblewrap or unusable cgroups make the tests FAIL
-with a message, because the Makefile installs bubblewrap and the harness runs as root.
+Nothing here is skipped: a missing bubblewrap, Docker engine or image, or unusable cgroups
+make the tests FAIL with a message, because the Makefile installs bubblewrap, starts the
+engine and builds the image (`make docker-engine docker-image`) and the harness runs as root.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from runner.sandbox import (
     SandboxRequest,
     bwrap_available,
     bwrap_problem,
+    docker_problem,
     get_sandbox,
 )
 from runner.sandbox import cgroups as cg
@@ -46,10 +48,18 @@ def _require_cgroups() -> None:
         pytest.fail(f"cgroup v1 caps need root and mounted cgroups: {why}")
 
 
-@pytest.fixture(params=["bwrap", "process"])
+def _require_docker() -> None:
+    problem = docker_problem()
+    if problem:
+        pytest.fail(f"the docker backend is required for these tests: {problem}")
+
+
+@pytest.fixture(params=["bwrap", "docker", "process"])
 def sandbox(request: pytest.FixtureRequest) -> Sandbox:
     if request.param == "bwrap":
         _require_bwrap()
+    if request.param == "docker":
+        _require_docker()
     return get_sandbox(request.param)
 
 
@@ -124,9 +134,10 @@ def test_bwrap_is_installed_and_works():
 def test_backend_selection_errors():
     with pytest.raises(HarnessError, match="unknown sandbox backend"):
         get_sandbox("chroot")
-    with pytest.raises(HarnessError, match="choose one of bwrap, process"):
-        get_sandbox("docker")  # not built yet: refused by name, not silently replaced
+    with pytest.raises(HarnessError, match="choose one of bwrap, docker, process"):
+        get_sandbox("firecracker")  # refused by name, not silently replaced
     assert get_sandbox("process").isolated is False
+    assert get_sandbox("docker").isolated is True
 
 
 def test_broken_bwrap_raises_harness_error(tmp_path: Path):

@@ -1,8 +1,9 @@
 """Sandbox backends: run one agent attempt with a hard deadline and resource caps.
 
-``get_sandbox("bwrap")`` (the default) or ``get_sandbox("process")`` (no isolation;
-trusted baselines or an explicit unsafe flag only). A missing bwrap is reported with how
-to install it.
+``get_sandbox("bwrap")`` (the default), ``get_sandbox("docker")`` (one container per
+attempt from the image ``make docker-image`` builds) or ``get_sandbox("process")`` (no
+isolation; trusted baselines or an explicit unsafe flag only). A missing bwrap, Docker
+engine or image is reported with what to do about it.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from runner.sandbox.base import (
     SandboxResult,
 )
 from runner.sandbox.bwrap import BwrapSandbox, bwrap_available, bwrap_problem
+from runner.sandbox.docker import DockerSandbox, docker_problem
 from runner.sandbox.process import ProcessSandbox
 
-BACKENDS = ("bwrap", "process")
+BACKENDS = ("bwrap", "docker", "process")
 
 __all__ = [
     "BACKENDS",
     "GIB",
     "Bind",
     "BwrapSandbox",
+    "DockerSandbox",
     "ProcessSandbox",
     "Sandbox",
     "SandboxLimits",
@@ -35,6 +38,7 @@ __all__ = [
     "SandboxResult",
     "bwrap_available",
     "bwrap_problem",
+    "docker_problem",
     "get_sandbox",
 ]
 
@@ -46,6 +50,8 @@ def get_sandbox(name: str) -> Sandbox:
         if problem:
             raise HarnessError(problem)
         return BwrapSandbox()
+    if name == "docker":
+        return DockerSandbox()
     if name == "process":
         return ProcessSandbox()
     raise HarnessError(f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}")
