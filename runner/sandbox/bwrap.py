@@ -28,7 +28,7 @@ from pathlib import Path
 
 from runner.errors import HarnessError
 from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest, SandboxResult
-from runner.sandbox.supervise import Launch, supervise
+from runner.sandbox.supervise import Launch, strip_setid_bits, supervise
 
 WORKSPACE = "/workspace"
 AGENT_DIR = "/opt/agent"
@@ -174,6 +174,12 @@ class BwrapSandbox(Sandbox):
         for name in ETC_SYNTH:
             a += ["--ro-bind", str(etc / name), f"/etc/{name}"]
         a += ["--proc", "/proc", "--dev", "/dev"]
+        # Run as root, bwrap maps the sandbox's uid to the host's uid 0: no capabilities,
+        # but owner access to root-owned files. /proc/sys/* (mode 0644, root) would then be
+        # writable - kernel.core_pattern is a host root shell - so it is made read-only.
+        # bwrap only covers it itself when the *directory* is writable, which it is not.
+        a += ["--ro-bind", "/proc/sys", "/proc/sys"]
+        a += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
         a += ["--size", tmp_size, "--tmpfs", "/tmp"]
         a += ["--size", tmp_size, "--tmpfs", "/dev/shm"]
         base = self.base_prefix
@@ -209,4 +215,6 @@ class BwrapSandbox(Sandbox):
             bwrap=True,
             notes=[f"bwrap: uid {SANDBOX_UID} in a user namespace, no network"],
         )
-        return supervise(self.name, request, launch)
+        result = supervise(self.name, request, launch)
+        result.notes += strip_setid_bits(Path(request.workspace))
+        return result

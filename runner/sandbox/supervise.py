@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
 import select
 import signal
+import stat
 import subprocess
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,22 +127,42 @@ def workspace_bytes(root: Path) -> int:
 
 
 class DiskWatch(threading.Thread):
-    """Polls the workspace size about once per second; sets ``exceeded`` when over the cap."""
+    """Polls the workspace size; over the cap, sets ``exceeded`` and calls ``on_exceed`` at once.
 
-    def __init__(self, root: Path, limit: int, interval: float = 1.0):
+    An agent can write gigabytes per second, so the poll is frequent (``interval``, backed off
+    to ``busy`` times the last scan's duration so a workspace with very many files costs the
+    harness little CPU) and ``on_exceed`` (freezing the attempt) stops the writing right away
+    instead of after the supervisor's next wake-up and a SIGTERM grace period.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        limit: int,
+        interval: float = 0.05,
+        on_exceed: Callable[[], None] | None = None,
+        busy: float = 20.0,
+    ):
         super().__init__(name="tmlbench-diskwatch", daemon=True)
         self.root, self.limit, self.interval = root, limit, interval
+        self.on_exceed, self.busy = on_exceed, busy
         self.stop = threading.Event()
         self.exceeded = threading.Event()
         self.peak = 0
 
     def run(self) -> None:
-        while not self.stop.wait(self.interval):
+        wait = self.interval
+        while not self.stop.wait(wait):
+            started = time.monotonic()
             used = workspace_bytes(self.root)
             self.peak = max(self.peak, used)
             if used > self.limit:
+                if self.on_exceed is not None and not self.stop.is_set():
+                    with contextlib.suppress(Exception):
+                        self.on_exceed()
                 self.exceeded.set()
                 return
+            wait = max(self.interval, self.busy * (time.monotonic() - started))
 
 
 def _ppid_map() -> dict[int, list[int]]:
@@ -420,7 +443,13 @@ def _run(
             pidfd = os.pidfd_open(proc.pid)
             poller.register(pidfd, select.POLLIN)
 
-        watch = DiskWatch(request.workspace, limits.disk_bytes)
+        # Over the disk cap the attempt is frozen at once (no more writes) and then killed
+        # without the SIGTERM grace the deadline gets.
+        watch = DiskWatch(
+            request.workspace,
+            limits.disk_bytes,
+            on_exceed=functools.partial(cg._freeze, "FROZEN") if cg is not None else None,
+        )
         watch.start()
 
         kill_at: float | None = None
@@ -431,6 +460,9 @@ def _run(
                     timed_out, reason = True, "timeout"
                 elif watch.exceeded.is_set():
                     reason = "disk"
+                if reason == "disk":
+                    kill_at = now
+                    continue
                 if reason is not None:
                     terminate()
                     kill_at = now + max(0.0, limits.grace_seconds)
@@ -527,3 +559,27 @@ def _run(
             elif stats.pids_max_events:
                 result.limit_exceeded = "pids"
     return result
+
+
+def strip_setid_bits(root: Path) -> list[str]:
+    """Clear the setuid/setgid bits of everything under ``root``; a note if it changed any.
+
+    Run as root, bwrap maps the sandbox's uid to the host's uid 0, so a file the agent
+    marks setuid in its workspace is a setuid-root program on the host's disk (docker's
+    sandbox user is a real host uid: harmless, but no set-id file outlives an attempt on any
+    backend). Called once every process of the attempt is gone, so nothing can race it;
+    symlinks are skipped. Meanwhile the run folder is the harness user's alone (0700).
+    """
+    changed = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode) or not st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                    continue
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+                changed += 1
+            except OSError:
+                continue
+    return [f"cleared setuid/setgid bits on {changed} workspace file(s)"] if changed else []
