@@ -6,8 +6,11 @@ import datetime as dt
 import fcntl
 import functools
 import hashlib
+import json
+import os
 import re
 import shutil
+import socket
 import subprocess
 import traceback
 from collections.abc import Iterator
@@ -21,13 +24,22 @@ from runner.drivers import check_credentials, make_driver, sandbox_fields
 from runner.errors import TmlbenchError
 from runner.grading import InvalidSubmission, grade_submission, load_answers
 from runner.instructions import instructions_sha256, render_instructions
-from runner.prepare import PUBLIC_FILES, PreparedTask
-from runner.records import RECORD_FILE, WORKSPACE_DIR, RunRecord, read_record, write_record
+from runner.prepare import PUBLIC_FILES, PreparedTask, verify_public
+from runner.records import (
+    RECORD_FILE,
+    TEMP_PREFIX,
+    WORKSPACE_DIR,
+    RunRecord,
+    read_record,
+    write_record,
+)
 from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from runner.specs import AgentSpec, TaskSpec
 
 GIB = 1024**3
 LOCK_FILE = ".lock"
+STARTED_FILE = "started.json"
+HARNESS_DIED = "harness died mid-attempt"
 LOCAL_SCORE = re.compile(
     r"^\s*local_validation_score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
 )
@@ -86,7 +98,10 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
     """Run one attempt and write its record. Returns the existing record if there is one.
 
     Never raises for anything the agent does; a fault of the harness becomes a record with
-    status ``harness_error`` (unless even the record cannot be written).
+    status ``harness_error`` (unless even the record cannot be written). A run folder that a
+    killed harness left unfinished is not run again: it gets a ``harness_error`` record (see
+    ``died_mid_attempt``) and the caller moves on to the next attempt index. Public files that
+    no longer match the task's manifest raise a ``TmlbenchError`` before anything is written.
     """
     if not ctx.sandbox.isolated and not plan.agent.trusted and not ctx.allow_unsafe:
         raise TmlbenchError(
@@ -94,14 +109,20 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
             "not isolate it; use --backend bwrap, or pass --unsafe-no-isolation to accept the risk"
         )
     check_credentials(plan.agent)
+    if ctx.prepared.exists():  # an unprepared task becomes a harness_error record below
+        verify_public(ctx.prepared)  # a truncated or tampered public file: refuse, run nothing
     run_dir = ctx.runs_dir / plan.run_id
     with _claimed(run_dir, plan.run_id):
         previous = existing_record(ctx.runs_dir, plan.run_id)
         if previous is not None:
             return previous
-        _clear_leftovers(run_dir)
         limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
-        base = _record_base(plan, ctx, limits, _now())
+        if _has_leftovers(run_dir):
+            return _record_dead_harness(plan, ctx, run_dir, limits)
+        _clear_leftovers(run_dir)
+        started = _now()
+        _write_started(run_dir, plan, started, ctx.cpuset)
+        base = _record_base(plan, ctx, limits, started)
         try:
             outcome = _execute(plan, ctx, run_dir, limits)
         except Exception as exc:  # a harness fault is recorded, never blamed on the agent
@@ -112,6 +133,13 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
         return record
 
 
+def died_mid_attempt(record: RunRecord) -> bool:
+    """Is this the ``harness_error`` record of an attempt whose harness was killed mid-run?"""
+    return record.status == "harness_error" and (record.error_message or "").startswith(
+        HARNESS_DIED
+    )
+
+
 @contextmanager
 def _claimed(run_dir: Path, run_id: str) -> Iterator[None]:
     """Hold the run folder's lock, so two harness processes never run the same attempt.
@@ -120,6 +148,9 @@ def _claimed(run_dir: Path, run_id: str) -> Iterator[None]:
     record was left by a harness that died mid-attempt.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
+    # Only the harness's user may enter: whatever the agent leaves in its workspace (say a
+    # setuid file, under a sandbox whose user is the host's root) is out of other users' reach.
+    run_dir.chmod(0o700)
     with (run_dir / LOCK_FILE).open("w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -130,15 +161,81 @@ def _claimed(run_dir: Path, run_id: str) -> Iterator[None]:
         yield
 
 
+def _has_leftovers(run_dir: Path) -> bool:
+    """Did an earlier harness start this attempt (and die before writing its record)?
+
+    Only the lock file (and a half-written temporary record) can exist without the attempt
+    having started: ``started.json`` is the first thing an attempt writes.
+    """
+    return any(
+        p.name != LOCK_FILE and not p.name.startswith(TEMP_PREFIX) for p in run_dir.iterdir()
+    )
+
+
 def _clear_leftovers(run_dir: Path) -> None:
-    """Remove what a dead harness left of an unfinished attempt, so it starts again cleanly."""
-    for path in run_dir.iterdir():
-        if path.name == LOCK_FILE:
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    """Remove what cannot have started an attempt: stale temporary records of a dead harness."""
+    for path in run_dir.glob(f"{TEMP_PREFIX}*"):
+        path.unlink(missing_ok=True)
+
+
+def _write_started(
+    run_dir: Path, plan: AttemptPlan, started: dt.datetime, cpuset: str | None
+) -> None:
+    """The attempt's first file: when and by whom it was started, for crash diagnosis."""
+    info = {
+        "run_id": plan.run_id,
+        "created_at": started.isoformat(),
+        "harness_pid": os.getpid(),
+        "host": socket.gethostname(),
+        "cpuset": cpuset,
+    }
+    path = run_dir / STARTED_FILE
+    path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+
+
+def _started_at(run_dir: Path) -> tuple[dt.datetime | None, dict]:
+    """When the dead harness started the attempt, from ``started.json`` (None if unknowable)."""
+    try:
+        info = json.loads((run_dir / STARTED_FILE).read_text(encoding="utf-8"))
+        return dt.datetime.fromisoformat(info["created_at"]), info
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, {}
+
+
+def _record_dead_harness(
+    plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: SandboxLimits
+) -> RunRecord:
+    """Record an attempt whose harness died mid-run as ``harness_error`` (never the agent's fault).
+
+    Its run id stays taken (records are immutable); the bench runs the next attempt index
+    instead. The logs and whatever the agent made are kept for diagnosis; the copied inputs go.
+    """
+    now = _now()
+    started, info = _started_at(run_dir)
+    _drop_inputs(run_dir / WORKSPACE_DIR)
+    _clear_leftovers(run_dir)
+    who = (
+        f" (pid {info['harness_pid']} on {info.get('host', '?')})" if "harness_pid" in info else ""
+    )
+    when = f" started at {started.isoformat()}" if started else " (start time unknown)"
+    base = _record_base(plan, ctx, limits, started or now)
+    if "cpuset" in info:  # the CPUs the dead harness pinned it to, not this harness's
+        base["cpuset"] = info["cpuset"]
+    logs = {
+        f"{name}_path": f"{name}.log"
+        for name in ("stdout", "stderr")
+        if (run_dir / f"{name}.log").is_file()
+    }
+    record = RunRecord(
+        **base,
+        **logs,
+        status="harness_error",
+        error_message=f"{HARNESS_DIED}: the harness{who} that ran this attempt{when} was killed "
+        "before it wrote the record; found unfinished, not blamed on the agent",
+        finished_at=now,
+    )
+    write_record(run_dir, record)
+    return record
 
 
 def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: SandboxLimits) -> dict:

@@ -14,10 +14,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.attempt import AttemptContext, AttemptPlan, existing_record, run_attempt
+from runner.attempt import (
+    AttemptContext,
+    AttemptPlan,
+    died_mid_attempt,
+    existing_record,
+    run_attempt,
+)
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from runner.prepare import PreparedTask, prepare_twin, prepared_task
+from runner.prepare import PreparedTask, prepare_twin, prepared_task, verify_public
 from runner.records import RECORD_FILE, RunRecord, read_record
 from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
 from runner.sandbox import Sandbox
@@ -191,7 +197,9 @@ def run_settings(
     Attempts of all settings share one pool of ``workers`` threads, first attempts first. A
     setting whose attempt hit a harness fault (a ``harness_error`` record or an exception) gets no
     further attempts in this call; the fault is in its outcome's ``harness_errors``, and the
-    other settings carry on.
+    other settings carry on. The exception: an attempt found unfinished by an earlier harness
+    that was killed (``died_mid_attempt``) is recorded as ``harness_error`` and its setting simply
+    goes on with the next attempt index (that fault is past, not this run's).
     """
     outcomes = {
         s.key: SettingOutcome(s, suite.attempts, setting_records(runs_dir, s)) for s in settings
@@ -224,7 +232,7 @@ def run_settings(
                     continue
                 outcome.records.append(record)
                 outcome.new += 1
-                if record.status == "harness_error":
+                if record.status == "harness_error" and not died_mid_attempt(record):
                     outcome.harness_errors.append(f"{record.run_id}: {record.error_message}")
                 if on_done:
                     on_done(record, True)
@@ -332,7 +340,8 @@ def run_suite(
     """Bring every setting of the suite to N successes (see ``run_settings``); returns all records.
 
     ``on_done(record, was_new)`` is called once per attempt, for progress display.
-    One attempt's failure never stops the others; harness faults are raised at the end.
+    One attempt's failure never stops the others; harness faults are raised at the end. Prepared
+    public files that do not match their manifest stop the suite before any attempt starts.
     """
     layout = SuiteLayout.of(suite, paths)
     settings = suite_settings(suite, paths)
@@ -341,6 +350,14 @@ def run_suite(
         prepared[task.id] = ensure_prepared(suite, task, paths, layout)
         if on_prepared:
             on_prepared(task)
+    refused = []
+    for task_data in prepared.values():  # before any attempt: tampered data runs nothing
+        try:
+            verify_public(task_data)
+        except TmlbenchError as exc:
+            refused.append(str(exc))
+    if refused:
+        raise TmlbenchError("\n".join(refused))
     cpus = host_cpus()
     start = attempt_runner(
         prepared.__getitem__,

@@ -78,6 +78,61 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# (path, size, mtime_ns, expected sha256) of public files already found intact in this process.
+_VERIFIED: set[tuple[str, int, int, str]] = set()
+
+
+def verify_public(prepared: PreparedTask) -> None:
+    """Check every public file against the manifest's size and sha256; refuse a tampered task.
+
+    Raises a ``TmlbenchError`` naming each missing, truncated or changed file. A file is hashed
+    once per process while its size and modification time stay the same, so checking before
+    every attempt is cheap.
+    """
+    try:
+        files = prepared.manifest()["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TmlbenchError(
+            f"{prepared.manifest_path}: unreadable manifest ({exc}); "
+            f"re-prepare the task: tmlbench tasks prepare {prepared.root.name}"
+        ) from exc
+    problems = []
+    for name in PUBLIC_FILES:
+        path = prepared.public / name
+        entry = files.get(name) if isinstance(files, dict) else None
+        if not isinstance(entry, dict) or "sha256" not in entry:
+            problems.append(f"{path}: not listed in {prepared.manifest_path.name}")
+            continue
+        try:
+            st = path.stat()
+        except OSError as exc:
+            problems.append(f"{path}: missing ({exc.strerror or exc})")
+            continue
+        key = (str(path), st.st_size, st.st_mtime_ns, entry["sha256"])
+        if key in _VERIFIED:
+            continue
+        if entry.get("bytes") is not None and st.st_size != entry["bytes"]:
+            problems.append(
+                f"{path}: {st.st_size} bytes, the manifest says {entry['bytes']} (truncated or changed)"
+            )
+            continue
+        actual = sha256_file(path)
+        if actual != entry["sha256"]:
+            problems.append(
+                f"{path}: sha256 {actual} does not match the manifest's {entry['sha256']} (changed)"
+            )
+            continue
+        _VERIFIED.add(key)
+    if problems:
+        raise TmlbenchError(
+            f"task {prepared.root.name}: public files do not match {prepared.manifest_path}, "
+            "refusing to run it:\n  "
+            + "\n  ".join(problems)
+            + f"\nre-prepare it: tmlbench tasks prepare {prepared.root.name}, or delete {prepared.root} "
+            "and let the bench prepare it again"
+        )
+
+
 def prepare_twin(
     task: TaskSpec,
     tasks_dir: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -11,12 +12,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.errors import TmlbenchError, describe_validation_error
+from runner.errors import HarnessError, TmlbenchError, describe_validation_error
 
 # 2 added the agent-usage fields (requests … egress_bytes_down); version-1 records stay valid.
 RECORD_SCHEMA_VERSION = 2
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
+TEMP_PREFIX = ".record."  # write_record's temporary files, next to record.json
 
 Status = Literal[
     "success",
@@ -114,10 +116,18 @@ class RunRecord(BaseModel):
 
 
 def write_record(run_dir: Path, record: RunRecord) -> Path:
-    """Write ``record.json`` atomically and never over an existing record (records are immutable)."""
+    """Write ``record.json`` atomically and never over an existing record (records are immutable).
+
+    The record appears whole or not at all: it is written to a temporary file, flushed to disk and
+    then hard-linked into place. If the disk is full (or any write fails) no ``record.json`` and no
+    temporary file is left behind, and a ``HarnessError`` names the file and the reason.
+    """
     final = run_dir / RECORD_FILE
     payload = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".record.", dir=run_dir)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=run_dir)
+    except OSError as exc:
+        raise HarnessError(f"cannot write {final}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(payload)
@@ -129,9 +139,22 @@ def write_record(run_dir: Path, record: RunRecord) -> Path:
             raise TmlbenchError(
                 f"{final}: a record already exists; run records are immutable"
             ) from exc
+        _fsync_dir(run_dir)
+    except OSError as exc:
+        raise HarnessError(f"cannot write {final}: {exc.strerror or exc}") from exc
     finally:
-        os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
     return final
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the new directory entry durable (a power cut must not lose a finished record)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_record(path: Path) -> RunRecord:

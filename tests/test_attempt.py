@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempt import AttemptContext, AttemptPlan, died_mid_attempt, run_attempt
 from runner.errors import TmlbenchError
 from runner.records import read_record
 from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
@@ -189,7 +189,7 @@ def test_instructions_and_seed_reach_the_agent(small_paths, tmp_path):
     assert len(sample) > 0
 
 
-def test_leftovers_of_a_dead_harness_are_cleared_and_the_attempt_rerun(small_paths):
+def test_leftovers_of_a_dead_harness_become_a_harness_error_record(small_paths):
     agent = load_agent(small_paths.agents_dir, "baseline-constant")
     run_dir = (
         small_paths.runs_dir
@@ -197,10 +197,16 @@ def test_leftovers_of_a_dead_harness_are_cleared_and_the_attempt_rerun(small_pat
     )
     (run_dir / "workspace").mkdir(parents=True)
     (run_dir / "workspace" / "submission.csv").write_text("stale")
+    (run_dir / "workspace" / "train.csv").write_text("copied input")
     (run_dir / "stdout.log").write_text("stale")
     record = attempt(small_paths, agent, TASKS[0])
-    assert record.status == "success"
-    assert "stale" not in (run_dir / "stdout.log").read_text()
+    assert record.status == "harness_error" and died_mid_attempt(record)
+    assert record.score is None and record.stdout_path == "stdout.log"
+    assert (run_dir / "stdout.log").read_text() == "stale"  # kept for diagnosis
+    assert (run_dir / "workspace" / "submission.csv").read_text() == "stale"
+    assert not (run_dir / "workspace" / "train.csv").exists()  # the bulky copy goes
+    assert read_record(run_dir / "record.json") == record
+    assert attempt(small_paths, agent, TASKS[0]) == record  # never run again under that id
 
 
 def test_an_attempt_held_by_another_process_is_not_run_twice(small_paths):

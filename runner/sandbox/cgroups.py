@@ -1,7 +1,7 @@
 """Per-attempt cgroups (v1): caps, accounting and a reliable kill-everything.
 
 One attempt gets one cgroup in each of the memory, pids, cpuset, cpuacct and freezer
-hierarchies, named ``<own cgroup>/tmlbench/<uuid>``. They are nested under the cgroup the
+hierarchies, named ``<own cgroup>/tmlbench/<harness pid>-<its start time>-<uuid>``. They are nested under the cgroup the
 harness itself runs in (not the hierarchy root) so a harness that is itself limited or
 accounted (a container, a systemd slice) stays limited and accounted with its children.
 
@@ -9,6 +9,10 @@ The launcher process writes its own pid into every ``cgroup.procs`` before it ex
 anything, so every process of the attempt is born inside and cannot leave (the sandbox
 cannot see or write the cgroup filesystem). Killing is freeze → SIGKILL every member →
 thaw, repeated until the cgroup is empty, so double-forks and setsid() do not help.
+
+A harness killed with SIGKILL cannot remove its cgroups (and, on the process backend, its
+attempts' processes outlive it). The first attempt a harness starts therefore removes the
+cgroups whose harness (the pid and start time in the name) is gone, killing what runs in them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import contextlib
 import errno
 import os
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -113,6 +118,63 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]  # fields after "pid (comm)" start at field 3
+
+
+def _owner_tag() -> str:
+    """``<pid>-<start time>`` of this process: a harness identity that survives pid reuse."""
+    return f"{os.getpid()}-{_start_time(os.getpid()) or 0}"
+
+
+def _owner_alive(name: str) -> bool | None:
+    """Is the harness named in a cgroup's name still running? None if the name has no owner."""
+    parts = name.split("-")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None  # made by an older harness: nothing says whose it is, leave it alone
+    return _start_time(int(parts[0])) == parts[1]
+
+
+_stale_lock = threading.Lock()
+_stale_checked = False
+
+
+def remove_stale() -> list[str]:
+    """Kill and remove the attempt cgroups of harnesses that died (once per process).
+
+    Returns the names removed. Cgroups of live harnesses (their attempts may be running right
+    now) and of unknown owners are left alone.
+    """
+    global _stale_checked
+    with _stale_lock:
+        if _stale_checked:
+            return []
+        _stale_checked = True
+        parents = parent_dirs()
+        if parents is None:
+            return []
+        names = set()
+        for parent in parents.values():
+            with contextlib.suppress(OSError):
+                names |= {d.name for d in parent.iterdir() if d.is_dir()}
+        stale = sorted(n for n in names if _owner_alive(n) is False)
+        for name in stale:
+            dirs = {ctl: parents[ctl] / name for ctl in CONTROLLERS}
+            dirs = {ctl: d for ctl, d in dirs.items() if d.is_dir()}
+            if "freezer" in dirs:  # killing goes through the freezer cgroup
+                AttemptCgroups(dirs).remove()
+            else:
+                for d in dirs.values():
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+        return stale
+
+
 def _ensure_parent(ctl: str, parent: Path) -> None:
     """Create ``.../tmlbench`` once; a cpuset parent needs cpus and mems before children work."""
     try:
@@ -140,11 +202,13 @@ class AttemptCgroups:
         parents = parent_dirs()
         if parents is None:
             raise HarnessError("cgroup v1 is not mounted")
-        name = name or uuid.uuid4().hex
+        name = name or f"{_owner_tag()}-{uuid.uuid4().hex}"
         self = cls({})
         try:
             for ctl in CONTROLLERS:
                 _ensure_parent(ctl, parents[ctl])
+            remove_stale()
+            for ctl in CONTROLLERS:
                 d = parents[ctl] / name
                 d.mkdir()
                 self.dirs[ctl] = d
