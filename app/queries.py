@@ -308,7 +308,7 @@ def success_rates(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     return _read(
         path,
         f"""
-        select sr.agent_id, sr.attempts, sr.successes, sr.success_rate, {counts},
+        select sr.agent_id, sr.attempts, sr.agent_attempts, sr.successes, sr.success_rate, {counts},
                rs.rel_iqr as run_rel_iqr, rs.n_settings as run_settings
         from marts.success_rates sr
         left join marts.run_stability rs using (agent_id)

@@ -103,8 +103,12 @@ def success_rates(runs: pd.DataFrame) -> pd.DataFrame:
     )
     counts.columns = [f"n_{c}" for c in counts.columns]
     counts.insert(0, "attempts", counts.sum(axis=1))
-    counts.insert(1, "successes", counts["n_success"])
-    counts.insert(2, "success_rate", counts["successes"] / counts["attempts"])
+    # A harness fault is never blamed on the agent: not one of its attempts, not in the rate.
+    counts.insert(1, "agent_attempts", counts["attempts"] - counts["n_harness_error"])
+    counts.insert(2, "successes", counts["n_success"])
+    counts.insert(
+        3, "success_rate", counts["successes"] / counts["agent_attempts"].replace(0, float("nan"))
+    )
     return counts.reset_index()
 
 

@@ -269,8 +269,10 @@ def test_success_rates(built, runs, board):
     )
     per_setting.columns = [f"n_{c}" for c in per_setting.columns]
     per_setting["attempts"] = per_setting.sum(axis=1)
+    per_setting["agent_attempts"] = per_setting["attempts"] - per_setting["n_harness_error"]
     per_setting["successes"] = per_setting["n_success"]
-    per_setting["success_rate"] = per_setting["successes"] / per_setting["attempts"]
+    own = per_setting["agent_attempts"].replace(0, np.nan)
+    per_setting["success_rate"] = per_setting["successes"] / own
     assert_same(read_mart(built[0], "setting_success_rates"), per_setting.reset_index(), SETTING)
 
 
