@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from runner.records import RECORD_FILE, write_record
 from runner.registry import load_agent, load_task, task_spec_sha256
 from runner.sandbox import get_sandbox
 from tests.records import make_record
+from tests.test_bench import tmlbench
 from warehouse.loader import load_runs
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -39,18 +38,6 @@ SUITE = {
     "data_subdir": "tiny",
     "runs_subdir": "tiny",
 }
-
-
-def tmlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "runner.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=REPO_ROOT,
-    )
 
 
 @pytest.fixture

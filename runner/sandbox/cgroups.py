@@ -42,8 +42,8 @@ class CgroupStats:
     pids_max_events: int
 
 
-def _mounts() -> dict[str, tuple[Path, str]]:
-    """controller -> (mount point, mount root) of every cgroup v1 hierarchy."""
+def v1_mounts() -> dict[str, tuple[Path, str]]:
+    """controller (or name=...) -> (mount point, mount root) of every cgroup v1 hierarchy."""
     found: dict[str, tuple[Path, str]] = {}
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -51,15 +51,18 @@ def _mounts() -> dict[str, tuple[Path, str]]:
         return found
     for line in lines:
         left, _, right = line.partition(" - ")
-        rparts = right.split()
+        rparts, lparts = right.split(), left.split()
         if len(rparts) < 3 or rparts[0] != "cgroup":
             continue
-        lparts = left.split()
-        root, mount_point = lparts[3], lparts[4]
         for opt in rparts[2].split(","):
-            if opt in CONTROLLERS and opt not in found:
-                found[opt] = (Path(mount_point), root)
+            if opt.startswith("name=") or ("=" not in opt and opt not in ("rw", "ro")):
+                found.setdefault(opt, (Path(lparts[4]), lparts[3]))
     return found
+
+
+def _mounts() -> dict[str, tuple[Path, str]]:
+    """The hierarchies of the controllers an attempt uses."""
+    return {c: mount for c, mount in v1_mounts().items() if c in CONTROLLERS}
 
 
 def _own_paths() -> dict[str, str]:

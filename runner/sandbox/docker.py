@@ -42,7 +42,8 @@ from pathlib import Path
 
 from runner.errors import HarnessError
 from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest, SandboxResult
-from runner.sandbox.supervise import CappedLog, DiskWatch, strip_setid_bits
+from runner.sandbox.cgroups import v1_mounts
+from runner.sandbox.supervise import CappedLog, DiskWatch, log_head, strip_setid_bits
 
 IMAGE = "tmlbench-agent:latest"
 WORKSPACE = "/workspace"
@@ -145,20 +146,7 @@ def remove_orphans(docker: str) -> list[str]:
 
 def _cgroup_mounts() -> dict[str, Path]:
     """controller (or name=...) -> mount point of every cgroup v1 hierarchy mounted at its root."""
-    found: dict[str, Path] = {}
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        rparts, lparts = right.split(), left.split()
-        if len(rparts) < 3 or rparts[0] != "cgroup" or lparts[3] != "/":
-            continue
-        for opt in rparts[2].split(","):
-            if opt.startswith("name=") or ("=" not in opt and opt not in ("rw", "ro")):
-                found.setdefault(opt, Path(lparts[4]))
-    return found
+    return {c: point for c, (point, root) in v1_mounts().items() if root == "/"}
 
 
 def _cgroup_parent_dirs(name: str) -> list[Path]:
@@ -484,7 +472,7 @@ class DockerSandbox(Sandbox):
         if state.get("StartedAt", "0001").startswith("0001") and reason is None:
             raise HarnessError(
                 f"the docker sandbox container did not start (docker exit {proc.returncode}): "
-                f"{_head(request.stderr_path) or state.get('Error') or 'no message'}"
+                f"{log_head(request.stderr_path) or state.get('Error') or 'no message'}"
             )
         exit_code = state.get("ExitCode")
         result = SandboxResult(
@@ -545,11 +533,3 @@ class DockerSandbox(Sandbox):
             result.notes.append(
                 "no cgroup v1 accounting for the container (cpu_seconds/peak_memory_bytes unset)"
             )
-
-
-def _head(path: Path, n: int = 2000) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read(n).decode(errors="replace").strip()
-    except OSError:
-        return ""

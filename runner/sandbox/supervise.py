@@ -258,7 +258,7 @@ def _args_fd(args: list[str]) -> int:
         os.close(mfd)
 
 
-def _head(path: Path, n: int = 2000) -> str:
+def log_head(path: Path, n: int = 2000) -> str:
     try:
         with open(path, "rb") as f:
             return f.read(n).decode(errors="replace").strip()
@@ -516,12 +516,12 @@ def _run(
     if not launched and not killed_by_us:
         raise HarnessError(
             f"the {backend} sandbox launcher failed (exit {exit_code}): "
-            f"{_head(request.stderr_path) or 'no message'}"
+            f"{log_head(request.stderr_path) or 'no message'}"
         )
     if launch.bwrap and child_pid is None and not killed_by_us:
         raise HarnessError(
             f"bubblewrap could not start the sandbox (exit {exit_code}): "
-            f"{_head(request.stderr_path) or 'no message'}. Check that bwrap works here, e.g. "
+            f"{log_head(request.stderr_path) or 'no message'}. Check that bwrap works here, e.g. "
             "`bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin true`"
         )
 
