@@ -43,8 +43,9 @@ def cli_agent(provider: ScriptedProvider, direct_port: int) -> AgentSpec:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
 def test_a_cli_agent_reaches_only_its_provider_and_its_key_stays_out_of_the_logs(
-    small_paths, monkeypatch: pytest.MonkeyPatch
+    small_paths, monkeypatch: pytest.MonkeyPatch, backend: str
 ):
     monkeypatch.setenv(SECRET_ENV, SECRET)
     listener = socket.socket()
@@ -52,8 +53,9 @@ def test_a_cli_agent_reaches_only_its_provider_and_its_key_stays_out_of_the_logs
     listener.listen(1)
     with ScriptedProvider([reply("hi", usage=(5, 1))], api_key=SECRET) as provider:
         agent = cli_agent(provider, listener.getsockname()[1])
-        record = attempt(small_paths, agent, TASK, code_dir=AGENTS)
+        record = attempt(small_paths, agent, TASK, backend=backend, code_dir=AGENTS)
     listener.close()
+    assert record.sandbox_backend == backend
     run_dir = small_paths.runs_dir / record.run_id
     stdout = (run_dir / "stdout.log").read_text()
     assert record.status == "success", (record.error_message, stdout)

@@ -60,8 +60,10 @@ def llm_agent(provider: ScriptedProvider, **llm: object) -> AgentSpec:
     )
 
 
-def run(paths, provider: ScriptedProvider, budget: int = 120, **llm: object) -> RunRecord:
-    return attempt(paths, llm_agent(provider, **llm), TASK, budget)
+def run(
+    paths, provider: ScriptedProvider, budget: int = 120, backend: str = "bwrap", **llm: object
+) -> RunRecord:
+    return attempt(paths, llm_agent(provider, **llm), TASK, budget, backend=backend)
 
 
 def transcript(paths, record: RunRecord) -> list[dict]:
@@ -116,6 +118,16 @@ def test_a_recorded_conversation_reaches_a_scored_submission(small_paths):
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_the_built_in_agent_works_the_same_in_the_docker_sandbox(small_paths):
+    with ScriptedProvider(conversation(), api_key=KEY) as provider:
+        record = run(small_paths, provider, backend="docker")
+    assert provider.mismatches == []
+    assert record.sandbox_backend == "docker"
+    assert record.status == "success", (record.error_message, record.validation_message)
+    assert (record.tokens_in, record.tokens_out) == provider.usage_totals()
+    assert record.local_validation_score is not None
 
 
 def test_a_429_is_retried_after_its_retry_after(small_paths):
