@@ -242,11 +242,11 @@ def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: Sand
     workspace = run_dir / WORKSPACE_DIR
     instructions = _make_workspace(plan, ctx.prepared, workspace)
     driver = make_driver(plan.agent, ctx.agent_code_dir, instructions, plan.budget_seconds, run_dir)
-    agent_dir = driver.agent_dir or _empty_dir(run_dir / ".agent")
-    paths = ctx.sandbox.paths(workspace, agent_dir)
-    seed = derive_seed(plan.run_id)
-    fields = sandbox_fields(paths, plan.agent, plan.budget_seconds, seed, instructions)
-    with driver:
+    with driver:  # what runs beside the sandbox (model loop, egress proxy) ends with it
+        agent_dir = driver.agent_dir or _empty_dir(run_dir / ".agent")
+        paths = ctx.sandbox.paths(workspace, agent_dir)
+        seed = derive_seed(plan.run_id)
+        fields = sandbox_fields(paths, plan.agent, plan.budget_seconds, seed, instructions)
         request = SandboxRequest(
             command=driver.command(ctx.sandbox, fields),
             workspace=workspace,
