@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -23,7 +22,7 @@ from runner.registry import load_agent
 from runner.sandbox import DockerSandbox, SandboxLimits, docker_problem, get_sandbox
 from runner.sandbox import docker as docker_backend
 from tests.test_attempt import attempt
-from tests.test_sandbox import AGENTS, MIB, Attempt
+from tests.test_sandbox import AGENTS, MIB, Attempt, host_bait, probe_command
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
@@ -137,32 +136,14 @@ print(json.dumps(out))
 
 def test_isolation(docker: DockerSandbox, tmp_path: Path):
     att = Attempt(tmp_path, docker)
-    repo_file = ROOT / "pyproject.toml"
-    os.environ["TMLBENCH_TEST_API_KEY"] = "sk-live-secret"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    port = listener.getsockname()[1]
-    try:
-        cmd = att.agent(
-            "probe.py",
-            str(port),
-            str(att.private / "answers.csv"),
-            str(repo_file),
-            "/workspace/../private/answers.csv",
-            "/root/.bashrc",
-            "/etc/shadow",
-            "/var/run/docker.sock",
-        )
+    with host_bait() as port:
+        cmd = probe_command(att, port, "/var/run/docker.sock")
         res = docker.run(att.request(cmd, SandboxLimits(wall_seconds=30, cpuset="0")))
         assert res.exit_code == 0, att.stderr()
         out = json.loads(att.stdout())
         res2 = docker.run(att.request([att.paths.python, "-c", PROBE], SandboxLimits(30)))
         assert res2.exit_code == 0, att.stderr()
         more = json.loads(att.stdout())
-    finally:
-        del os.environ["TMLBENCH_TEST_API_KEY"]
-        listener.close()
     # private data, the repo, host secrets: not visible
     assert all(v != "ok" for v in out["read"].values()), out["read"]
     out["env"].pop("LC_CTYPE", None)  # Python's own C-locale coercion (PEP 538)

@@ -7,12 +7,14 @@ engine and builds the image (`make docker-engine docker-image`) and the harness 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -247,29 +249,34 @@ def test_leftover_background_processes_are_killed_on_exit(sandbox: Sandbox, tmp_
 # -- isolation (bwrap) -------------------------------------------------------------------------
 
 
-def test_bwrap_isolation(bwrap: Sandbox, tmp_path: Path):
-    att = Attempt(tmp_path, bwrap)
-    repo_file = Path(__file__).resolve().parents[1] / "pyproject.toml"
-    secret_private = att.private / "answers.csv"
+@contextlib.contextmanager
+def host_bait() -> Iterator[int]:
+    """What an isolation probe must not reach: a secret in the harness's environment and a
+    server on the host's loopback (its port is yielded)."""
     os.environ["TMLBENCH_TEST_API_KEY"] = "sk-live-secret"
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    port = listener.getsockname()[1]
     try:
-        cmd = att.agent(
-            "probe.py",
-            str(port),
-            str(secret_private),
-            str(repo_file),
-            "/workspace/../private/answers.csv",
-            "/root/.bashrc",
-            "/etc/shadow",
-        )
-        res = bwrap.run(att.request(cmd, SandboxLimits(wall_seconds=20, cpuset="0")))
+        yield listener.getsockname()[1]
     finally:
         del os.environ["TMLBENCH_TEST_API_KEY"]
         listener.close()
+
+
+def probe_command(att: Attempt, port: int, *more_paths: str) -> list[str]:
+    """probe.py trying the host's loopback, the private answers, a repo file and host secrets."""
+    repo_file = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    paths = [str(att.private / "answers.csv"), str(repo_file), "/workspace/../private/answers.csv"]
+    paths += ["/root/.bashrc", "/etc/shadow", *more_paths]
+    return att.agent("probe.py", str(port), *paths)
+
+
+def test_bwrap_isolation(bwrap: Sandbox, tmp_path: Path):
+    att = Attempt(tmp_path, bwrap)
+    with host_bait() as port:
+        cmd = probe_command(att, port)
+        res = bwrap.run(att.request(cmd, SandboxLimits(wall_seconds=20, cpuset="0")))
     assert res.exit_code == 0, att.stderr()
     out = json.loads(att.stdout())
     assert all(v != "ok" for v in out["read"].values()), out["read"]
