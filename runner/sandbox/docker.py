@@ -446,6 +446,8 @@ class DockerSandbox(Sandbox):
                         kill_at = now + max(0.0, limits.grace_seconds)
                 elif now >= kill_at:
                     break
+            if reason is None and watch.exceeded.is_set():
+                reason = "disk"  # the watch killed the writers before the loop noticed
             if reason is not None:
                 self._kill(name, "KILL", procs)  # pid 1 dies, and with it the pid namespace
             wall = time.monotonic() - start

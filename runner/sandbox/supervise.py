@@ -157,10 +157,12 @@ class DiskWatch(threading.Thread):
             used = workspace_bytes(self.root)
             self.peak = max(self.peak, used)
             if used > self.limit:
+                # Flag first: ``on_exceed`` may end the attempt at once (docker kills the
+                # writers), and whoever sees it end must already know why.
+                self.exceeded.set()
                 if self.on_exceed is not None and not self.stop.is_set():
                     with contextlib.suppress(Exception):
                         self.on_exceed()
-                self.exceeded.set()
                 return
             wait = max(self.interval, self.busy * (time.monotonic() - started))
 
