@@ -5,7 +5,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: help install system-deps browser-deps docker-engine docker-image uv run ui dashboard manifest dagster-home test lint format bench clean
+.PHONY: help install system-deps browser-deps docker-engine docker-image uv clis run ui dashboard manifest dagster-home test lint format bench clean
 
 # Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
 DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
@@ -20,6 +20,7 @@ help:
 	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
 	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite"
 	@echo "make docker-image  start the Docker engine if needed and build the docker sandbox's image"
+	@echo "make clis   install the pinned CLI of every command agent (tmlbench agents install --all; cached)"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 
 install: system-deps .venv/.installed
@@ -67,11 +68,18 @@ docker-engine:
 docker-image: docker-engine
 	runner/sandbox/image/build.sh
 
+# The agent CLIs the shipped command agents pin (npm and PyPI), into ~/.cache/tmlbench/clis:
+# a version installed once is reused by every clone.
+clis: install
+	$(RUN) tmlbench agents install --all
+
 uv:
 	@$(UV) --version >/dev/null 2>&1 || { echo "installing uv"; python3 -m pip install --quiet uv; }
 
+# Bytecode is compiled here: the sandbox mounts this venv read-only, so an agent's Python
+# would otherwise recompile pandas and scikit-learn on every import (seconds per attempt).
 .venv/.installed: pyproject.toml uv.lock | uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 	@touch $@
 
 run ui dagster-home: export DAGSTER_HOME := $(DAGSTER_HOME_DIR)
@@ -98,7 +106,7 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-test: install browser-deps docker-image lint manifest
+test: install browser-deps docker-image clis lint manifest
 	$(RUN) dg check defs
 	$(RUN) pytest
 

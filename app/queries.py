@@ -517,10 +517,13 @@ TRANSCRIPT_PREVIEW_BYTES = 2 * 1024**2
 
 
 def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[dict] | None:
-    """An llm attempt's transcript as events (start, request, response, tool, retry, end, ...).
+    """An attempt's transcript as events: the built-in llm agent's (start, request, response,
+    tool, retry, end, ...) or the provider gateway's for command agents (gateway_start,
+    model_call, request, transcript_full, gateway_stop; see runner.gateway).
 
     Read like any other run file (regular file inside the run folder, at most ``limit`` bytes);
-    a line that is not a JSON object (e.g. cut by the limit) is skipped. None without one.
+    a line that is not a JSON object with a string ``event`` (e.g. cut by the limit) is
+    skipped. None without one.
     """
     text = run_file_preview(record, "transcript_path", limit)
     if text is None:
@@ -531,7 +534,7 @@ def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[
             event = json.loads(line)
         except ValueError:
             continue
-        if isinstance(event, dict) and "event" in event:
+        if isinstance(event, dict) and isinstance(event.get("event"), str):
             events.append(event)
     return events
 
@@ -539,7 +542,7 @@ def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[
 USAGE_FIELDS = (
     "tokens_in", "tokens_out", "cost_usd", "requests", "retries", "steps",
     "provider_seconds", "tool_seconds", "egress_requests", "egress_denied",
-    "egress_bytes_up", "egress_bytes_down",
+    "egress_denied_hosts", "egress_bytes_up", "egress_bytes_down",
 )  # fmt: skip
 
 

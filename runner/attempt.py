@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import __version__
+from runner.clis import InstalledCli
 from runner.config import REPO_ROOT
-from runner.drivers import check_credentials, make_driver, sandbox_fields
+from runner.drivers import make_driver, preflight, sandbox_fields
 from runner.errors import TmlbenchError
 from runner.grading import InvalidSubmission, grade_submission, load_answers
 from runner.instructions import instructions_sha256, render_instructions
@@ -78,6 +79,7 @@ class AttemptContext:
     task_spec_sha256: str
     allow_unsafe: bool = False
     cpuset: str | None = None
+    clis_dir: Path | None = None  # where agent CLIs are installed (None: runner.clis's default)
 
 
 def make_run_id(agent_id: str, task_id: str, budget: int, profile: str, attempt_index: int) -> str:
@@ -108,7 +110,7 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
             f"agent {plan.agent.id} is not a trusted built-in and the {ctx.sandbox.name!r} backend does "
             "not isolate it; use --backend bwrap, or pass --unsafe-no-isolation to accept the risk"
         )
-    check_credentials(plan.agent)
+    cli = preflight(plan.agent, ctx.sandbox, ctx.clis_dir)
     if ctx.prepared.exists():  # an unprepared task becomes a harness_error record below
         verify_public(ctx.prepared)  # a truncated or tampered public file: refuse, run nothing
     run_dir = ctx.runs_dir / plan.run_id
@@ -118,13 +120,13 @@ def run_attempt(plan: AttemptPlan, ctx: AttemptContext) -> RunRecord:
             return previous
         limits = _limits(plan.agent, plan.budget_seconds, ctx.cpuset)
         if _has_leftovers(run_dir):
-            return _record_dead_harness(plan, ctx, run_dir, limits)
+            return _record_dead_harness(plan, ctx, run_dir, limits, cli)
         _clear_leftovers(run_dir)
         started = _now()
         _write_started(run_dir, plan, started, ctx.cpuset)
-        base = _record_base(plan, ctx, limits, started)
+        base = _record_base(plan, ctx, limits, started, cli)
         try:
-            outcome = _execute(plan, ctx, run_dir, limits)
+            outcome = _execute(plan, ctx, run_dir, limits, cli)
         except Exception as exc:  # a harness fault is recorded, never blamed on the agent
             (run_dir / "harness_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
             outcome = {"status": "harness_error", "error_message": f"{type(exc).__name__}: {exc}"}
@@ -203,7 +205,11 @@ def _started_at(run_dir: Path) -> tuple[dt.datetime | None, dict]:
 
 
 def _record_dead_harness(
-    plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: SandboxLimits
+    plan: AttemptPlan,
+    ctx: AttemptContext,
+    run_dir: Path,
+    limits: SandboxLimits,
+    cli: InstalledCli | None,
 ) -> RunRecord:
     """Record an attempt whose harness died mid-run as ``harness_error`` (never the agent's fault).
 
@@ -218,7 +224,7 @@ def _record_dead_harness(
         f" (pid {info['harness_pid']} on {info.get('host', '?')})" if "harness_pid" in info else ""
     )
     when = f" started at {started.isoformat()}" if started else " (start time unknown)"
-    base = _record_base(plan, ctx, limits, started or now)
+    base = _record_base(plan, ctx, limits, started or now, cli)
     if "cpuset" in info:  # the CPUs the dead harness pinned it to, not this harness's
         base["cpuset"] = info["cpuset"]
     logs = {
@@ -238,20 +244,30 @@ def _record_dead_harness(
     return record
 
 
-def _execute(plan: AttemptPlan, ctx: AttemptContext, run_dir: Path, limits: SandboxLimits) -> dict:
+def _execute(
+    plan: AttemptPlan,
+    ctx: AttemptContext,
+    run_dir: Path,
+    limits: SandboxLimits,
+    cli: InstalledCli | None,
+) -> dict:
     workspace = run_dir / WORKSPACE_DIR
     instructions = _make_workspace(plan, ctx.prepared, workspace)
-    driver = make_driver(plan.agent, ctx.agent_code_dir, instructions, plan.budget_seconds, run_dir)
-    with driver:  # what runs beside the sandbox (model loop, egress proxy) ends with it
+    driver = make_driver(
+        plan.agent, ctx.agent_code_dir, instructions, plan.budget_seconds, run_dir, cli
+    )
+    with driver:  # what runs beside the sandbox (model loop, proxy, gateway) ends with it
         agent_dir = driver.agent_dir or _empty_dir(run_dir / ".agent")
         paths = ctx.sandbox.paths(workspace, agent_dir)
         seed = derive_seed(plan.run_id)
         fields = sandbox_fields(paths, plan.agent, plan.budget_seconds, seed, instructions)
+        driver.prepare_home(workspace, fields)
+        base_env = _agent_env(paths.workspace, paths.python, plan, seed)
         request = SandboxRequest(
             command=driver.command(ctx.sandbox, fields),
             workspace=workspace,
             agent_dir=agent_dir,
-            env=_agent_env(paths.workspace, paths.python, plan, seed) | driver.extra_env(),
+            env=driver.environment(base_env, ctx.sandbox, fields),
             limits=limits,
             stdout_path=run_dir / "stdout.log",
             stderr_path=run_dir / "stderr.log",
@@ -390,7 +406,11 @@ def _local_score(stdout_path: Path) -> float | None:
 
 
 def _record_base(
-    plan: AttemptPlan, ctx: AttemptContext, limits: SandboxLimits, created_at: dt.datetime
+    plan: AttemptPlan,
+    ctx: AttemptContext,
+    limits: SandboxLimits,
+    created_at: dt.datetime,
+    cli: InstalledCli | None,
 ) -> dict:
     manifest_sha = ctx.prepared.manifest_sha256() if ctx.prepared.manifest_path.is_file() else None
     return {
@@ -400,7 +420,8 @@ def _record_base(
         "agent_id": plan.agent.id,
         "agent_kind": plan.agent.kind,
         "harness": plan.agent.harness,
-        "harness_version": plan.agent.harness_version,
+        # A pinned CLI's own word for its version, not what the spec hoped for.
+        "harness_version": cli.reported_version if cli else plan.agent.harness_version,
         "provider": plan.agent.model.provider,
         "model_id": plan.agent.model.model_id,
         "task_id": plan.task.id,

@@ -271,6 +271,7 @@ def attempt_runner(
                 task_spec_sha256=spec_hashes[plan.task.id],
                 allow_unsafe=allow_unsafe,
                 cpuset=cpuset,
+                clis_dir=paths.clis_dir,
             )
             return run_attempt(plan, ctx)
 

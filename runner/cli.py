@@ -14,6 +14,7 @@ from rich.table import Table
 from runner import __version__
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.bench import SuiteLayout, run_suite
+from runner.clis import find_installed, install
 from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.leaderboard import compute_leaderboard
@@ -138,20 +139,88 @@ def agents() -> None:
 @agents.command("list")
 @click.pass_obj
 def agents_list(paths: Paths) -> None:
-    """List the agent specs."""
-    table = Table("agent", "kind", "title", "harness", "model", "cpus", "memory")
+    """List the agent specs (and, for CLI agents, whether their CLI is installed)."""
+    table = Table("agent", "kind", "title", "harness", "model", "cli", "cpus", "memory")
     for agent in list_agents(paths.agents_dir):
         model = "/".join(x for x in (agent.model.provider, agent.model.model_id) if x) or "-"
+        installed = find_installed(agent.cli, paths.clis_dir) if agent.cli else None
+        cli_state = "-"
+        if agent.cli is not None:
+            cli_state = installed.reported_version if installed else "not installed"
         table.add_row(
             agent.id,
             agent.kind,
             agent.title,
             f"{agent.harness} {agent.harness_version}",
             model,
+            cli_state,
             str(agent.limits.cpus),
             f"{agent.limits.memory_gb:g} GB",
         )
     console.print(table)
+
+
+@agents.command("install")
+@click.argument("agent_ids", nargs=-1)
+@click.option("--all", "all_agents", is_flag=True, help="Install the CLI of every agent spec.")
+@click.pass_obj
+def agents_install(paths: Paths, agent_ids: tuple[str, ...], all_agents: bool) -> None:
+    """Install the pinned CLI of command agents into tmlbench's prefix (cached by version)."""
+    if all_agents == bool(agent_ids):
+        raise click.UsageError("name the agents to install, or give --all")
+    chosen = (
+        [a for a in list_agents(paths.agents_dir) if a.cli is not None]
+        if all_agents
+        else [load_agent(paths.agents_dir, a) for a in agent_ids]
+    )
+    done: set[str] = set()  # several agents share one CLI
+    for agent in chosen:
+        if agent.cli is None:
+            raise TmlbenchError(f"agent {agent.id} has no 'cli' to install (kind {agent.kind})")
+        key = agent.cli.describe()
+        if key in done:
+            continue
+        with console.status(f"installing {key} (for {agent.id})"):
+            installed = install(agent, paths.clis_dir)
+        done.add(key)
+        console.print(
+            f"{agent.cli.bin}: {installed.reported_version} ({key}, {installed.runtime}) "
+            f"in {installed.root}"
+        )
+
+
+@agents.command("check")
+@click.argument("agent_id")
+@click.option("--backend", type=BACKEND_CHOICE, default="bwrap", show_default=True)
+@click.option(
+    "--budget", type=click.IntRange(min=30), default=240, show_default=True,
+    help="Seconds for the solving attempt.",
+)  # fmt: skip
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the prepared task and both attempts' run folders here (default: a temp folder).",
+)
+@click.pass_obj
+def agents_check(paths: Paths, agent_id: str, backend: str, budget: int, keep: Path | None) -> None:
+    """Offline pre-flight of a CLI agent against a scripted provider: no key, no network."""
+    from runner.agent_check import check_agent  # starts a server; only this command needs it
+
+    agent = load_agent(paths.agents_dir, agent_id)
+    marks = {True: "[green]ok[/green]", False: "[red]FAILED[/red]", None: "[dim]-[/dim]"}
+
+    def show(step) -> None:
+        console.print(f"{marks[step.ok]:>24}  {step.name}: {step.detail}")
+        if step.hint:
+            console.print(f"{'':>10}what to do: {step.hint}")
+
+    console.print(
+        f"checking {agent.id} on {backend} against a scripted {agent.gateway.protocol if agent.gateway else ''} provider"
+    )
+    report = check_agent(agent, paths, backend=backend, budget=budget, work_dir=keep, on_step=show)
+    console.print(f"run folders: {report.runs_dir}")
+    if not report.ok:
+        raise SystemExit(1)
 
 
 @cli.command("run")
@@ -201,6 +270,7 @@ def run_cmd(
         agent_code_dir=agent_code_dir(paths.agents_dir, agent),
         task_spec_sha256=task_spec_sha256(paths.tasks_dir, task_id),
         allow_unsafe=unsafe_no_isolation,
+        clis_dir=paths.clis_dir,
     )
     with console.status(f"{plan.run_id}: running (budget {budget} s)"):
         record = run_attempt(plan, ctx)

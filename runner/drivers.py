@@ -1,9 +1,11 @@
 """What each agent kind adds around its sandboxed process.
 
 - ``baseline``: our own program, from its argv template.
-- ``command``: an external agent CLI from its argv template; with ``egress`` it reaches only
-  its provider's hosts, through the harness's allow-listing proxy (``runner.egress``), and
-  gets only the keys named in ``secrets`` (redacted from its logs and files afterwards).
+- ``command``: an external agent CLI (pinned in ``cli``, installed by ``tmlbench agents
+  install``, mounted read-only). Its model provider is reached only through the harness's
+  gateway (``runner.gateway``), which holds the key, counts usage and writes the transcript;
+  every other host goes through the allow-listing proxy (``runner.egress``), which records
+  what it refused. The sandbox holds a placeholder key only.
 - ``llm``: the sandbox runs the tool host; the model conversation runs here in the harness
   (``runner.llm``), holding the API key the sandbox never sees.
 
@@ -18,29 +20,46 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from runner.egress import SOCKET_NAME, EgressProxy, egress_binds, wrap_command
+from runner.clis import InstalledCli, require_installed
+from runner.egress import (
+    GATEWAY_SOCKET_NAME,
+    SOCKET_NAME,
+    EgressProxy,
+    egress_binds,
+    wrap_command,
+)
 from runner.egress import socket_path as egress_socket
 from runner.errors import HarnessError, TmlbenchError
+from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
 from runner.llm.session import LlmSession
 from runner.sandbox import Bind, Sandbox, SandboxPaths
 from runner.specs import AgentSpec
+from runner.templates import fill
 
 TOOLHOST_DIR = Path(__file__).parent / "llm" / "toolhost"
 TOOLS_INSIDE = "/run/tmlbench/tools"
+CLI_INSIDE = "/opt/tmlbench/cli"
 TRANSCRIPT_FILE = "transcript.jsonl"
+FILE_MAX_BYTES = 1024**2  # a config file written into HOME
 
 
-def check_credentials(agent: AgentSpec) -> None:
-    """Before anything runs: every key the agent needs is set in the harness's environment."""
-    names = list(agent.secrets.values())
-    if agent.llm is not None and agent.llm.api_key_env:
-        names.append(agent.llm.api_key_env)
-    missing = [n for n in names if not os.environ.get(n)]
-    if missing:
+def preflight(agent: AgentSpec, sandbox: Sandbox, clis_dir: Path | None) -> InstalledCli | None:
+    """Before anything runs: the agent's keys are set, its CLI is installed and can run here."""
+    key_env = agent.llm.api_key_env if agent.llm else None
+    key_env = key_env or (agent.gateway.api_key_env if agent.gateway else None)
+    if key_env and not os.environ.get(key_env):
         raise TmlbenchError(
-            f"agent {agent.id} needs the environment variable(s) {', '.join(missing)} "
+            f"agent {agent.id} needs the environment variable {key_env} "
             "(its provider's API key); export it before running"
         )
+    cli = require_installed(agent, clis_dir)
+    if cli is not None and sandbox.name == "docker" and cli.runtime != "native":
+        needs = "Node.js" if cli.runtime == "node" else "the harness's Python"
+        raise TmlbenchError(
+            f"agent {agent.id}: its CLI ({cli.spec.describe()}) needs {needs}, which the docker "
+            "sandbox's image does not carry; run it with --backend bwrap"
+        )
+    return cli
 
 
 class ProgramDriver:
@@ -53,7 +72,7 @@ class ProgramDriver:
         self.agent_dir = agent_code_dir
 
     def command(self, sandbox: Sandbox, fields: dict[str, str]) -> list[str]:
-        return [part.format(**fields) for part in self.agent.command]
+        return [fill(part, fields) for part in self.agent.command]
 
     def __enter__(self) -> ProgramDriver:
         return self
@@ -61,9 +80,15 @@ class ProgramDriver:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def extra_env(self) -> dict[str, str]:
-        """Variables added to the sandbox's (otherwise host-free) environment."""
-        return {}
+    def environment(self, base: dict[str, str], sandbox: Sandbox, fields: dict[str, str]) -> dict:
+        """The sandbox's complete environment: ``base`` (host-free) plus the driver's additions."""
+        return base
+
+    def prepare_home(self, home: Path, fields: dict[str, str]) -> None:
+        """Write what the agent needs in HOME (the workspace) before it starts."""
+
+    def harness_version(self) -> str:
+        return self.agent.harness_version
 
     def record_fields(self) -> dict:
         return {}
@@ -74,78 +99,125 @@ class ProgramDriver:
 
 
 class CommandDriver(ProgramDriver):
-    """An external agent CLI; with ``egress``, behind the allow-listing proxy."""
+    """An external agent CLI: provider through the gateway, other hosts through the proxy."""
 
-    def __init__(self, agent: AgentSpec, agent_code_dir: Path | None, run_dir: Path):
+    def __init__(
+        self,
+        agent: AgentSpec,
+        agent_code_dir: Path | None,
+        run_dir: Path,
+        cli: InstalledCli | None,
+    ):
         super().__init__(agent, agent_code_dir)
-        self.run_dir = run_dir
-        self.secrets = {inside: os.environ.get(host, "") for inside, host in agent.secrets.items()}
-        self.proxy: EgressProxy | None = None
-        if agent.egress is not None:
-            self.control = Path(tempfile.mkdtemp(prefix="tmlbench-egress-"))
-            self.binds = egress_binds(self.control)
-            self.proxy = EgressProxy(egress_socket(self.control), allow=agent.egress.allow)
+        self.cli = cli
+        # A short host path: unix socket paths are limited to 107 bytes.
+        self.control = Path(tempfile.mkdtemp(prefix="tmlbench-cmd-"))
+        self.control.chmod(0o755)
+        allow = agent.egress.allow if agent.egress else ()
+        self.proxy = EgressProxy(egress_socket(self.control), allow=allow)
+        self.gateway: ProviderGateway | None = None
+        if agent.gateway is not None:
+            key_env = agent.gateway.api_key_env
+            self.gateway = ProviderGateway(
+                self.control / GATEWAY_SOCKET_NAME,
+                protocol=agent.gateway.protocol,
+                base_url=agent.gateway.base_url,
+                api_key=os.environ.get(key_env) if key_env else None,
+                transcript_path=run_dir / TRANSCRIPT_FILE,
+                request_timeout=agent.gateway.request_timeout_seconds,
+            )
+        self.binds = egress_binds(self.control)
+        if cli is not None:
+            self.binds += (Bind(cli.root, CLI_INSIDE),)
+
+    def gateway_fields(self) -> dict[str, str]:
+        if self.gateway is None:
+            return {}
+        return {
+            "gateway_url": gateway_url(self.gateway.inside_path),
+            "gateway_key": PLACEHOLDER_KEY,
+        }
 
     def command(self, sandbox: Sandbox, fields: dict[str, str]) -> list[str]:
-        argv = super().command(sandbox, fields)
-        if self.proxy is None:
-            return argv
-        forwarder, sockets = (sandbox.bind_path(b) for b in self.binds)
-        return wrap_command(fields["python"], forwarder, f"{sockets}/{SOCKET_NAME}", argv)
+        argv = super().command(sandbox, fields | self.gateway_fields())
+        forwarder, sockets = (sandbox.bind_path(b) for b in self.binds[:2])
+        gateway_socket = f"{sockets}/{GATEWAY_SOCKET_NAME}" if self.gateway else None
+        return wrap_command(
+            fields["python"], forwarder, f"{sockets}/{SOCKET_NAME}", argv,
+            gateway_socket_inside=gateway_socket,
+        )  # fmt: skip
 
-    def extra_env(self) -> dict[str, str]:
-        env = dict(self.secrets)
-        if self.proxy is not None:
-            env["NODE_USE_ENV_PROXY"] = "1"  # Node ≥ 24 honours HTTPS_PROXY only with this
+    def environment(self, base: dict[str, str], sandbox: Sandbox, fields: dict[str, str]) -> dict:
+        fields = fields | self.gateway_fields()
+        env = dict(base)
+        if self.cli is not None:
+            # After the harness's Python (so `python` has pandas), before the system's.
+            cli_bin = f"{sandbox.bind_path(self.binds[-1])}/{self.cli.bin_dir}"
+            python_dir, _, rest = env["PATH"].partition(":")
+            env["PATH"] = f"{python_dir}:{cli_bin}:{rest}"
+        env["NODE_USE_ENV_PROXY"] = "1"  # Node >= 24 honours HTTPS_PROXY only with this
+        env.update({name: fill(value, fields) for name, value in self.agent.env.items()})
         return env
 
+    def prepare_home(self, home: Path, fields: dict[str, str]) -> None:
+        fields = fields | self.gateway_fields()
+        for name, text in self.agent.files.items():
+            path = home / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            content = fill(text, fields).encode("utf-8")
+            if len(content) > FILE_MAX_BYTES:
+                raise TmlbenchError(f"agent {self.agent.id}: files.{name} is over 1 MiB")
+            path.write_bytes(content)
+
+    def harness_version(self) -> str:
+        return self.cli.reported_version if self.cli is not None else self.agent.harness_version
+
     def __enter__(self) -> CommandDriver:
-        if self.proxy is not None:
-            self.proxy.start()
+        self.proxy.start()
+        if self.gateway is not None:
+            self.gateway.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
-            shutil.rmtree(self.control, ignore_errors=True)
-        redact(self.run_dir, [v for v in self.secrets.values() if v])
+        if self.gateway is not None:
+            self.gateway.stop()
+        self.proxy.stop()
+        shutil.rmtree(self.control, ignore_errors=True)
 
     def record_fields(self) -> dict:
-        if self.proxy is None:
-            return {}
-        stats = self.proxy.stats()
-        return {
-            "egress_requests": stats.requests,
-            "egress_denied": stats.denied,
-            "egress_bytes_up": stats.bytes_up,
-            "egress_bytes_down": stats.bytes_down,
+        egress = self.proxy.stats()
+        fields: dict = {
+            "egress_requests": egress.requests,
+            "egress_denied": egress.denied,
+            "egress_denied_hosts": egress.denied_hosts or None,
+            "egress_bytes_up": egress.bytes_up,
+            "egress_bytes_down": egress.bytes_down,
         }
+        if self.gateway is None or self.agent.gateway is None:
+            return fields
+        usage = self.gateway.stats()
+        known = usage.requests > 0 and not usage.usage_missing
+        tokens_in = usage.tokens_in if known else None
+        tokens_out = usage.tokens_out if known else None
+        prices = self.agent.gateway.prices
+        fields |= {
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "cost_usd": prices.cost(tokens_in, tokens_out) if prices else None,
+            "requests": usage.requests,
+            "retries": usage.retries,
+            "steps": usage.steps,
+            "provider_seconds": round(usage.provider_seconds, 3),
+        }
+        if self.gateway.transcript_path.is_file():
+            fields["transcript_path"] = self.gateway.transcript_path.name
+        return fields
 
-
-REDACTED = b"[redacted]"
-REDACT_MAX_BYTES = 20 * 1024**2
-
-
-def redact(run_dir: Path, secrets: list[str]) -> None:
-    """Replace every secret in the attempt's logs and the files its agent left behind.
-
-    Agent CLIs echo their configuration or cache keys under HOME (the workspace); none of it
-    may outlive the attempt. Regular files only, never through a symlink.
-    """
-    needles = [s.encode() for s in secrets if len(s) >= 8]
-    if not needles:
-        return
-    for root, _dirs, names in os.walk(run_dir):
-        for name in names:
-            path = Path(root) / name
-            if path.is_symlink() or not path.is_file() or path.stat().st_size > REDACT_MAX_BYTES:
-                continue
-            data = path.read_bytes()
-            cleaned = data
-            for needle in needles:
-                cleaned = cleaned.replace(needle, REDACTED)
-            if cleaned != data:
-                path.write_bytes(cleaned)
+    def status(self) -> dict | None:
+        problem = self.gateway.stats().provider_error if self.gateway else None
+        if problem:
+            return {"status": "provider_error", "error_message": problem}
+        return None
 
 
 class LlmDriver(ProgramDriver):
@@ -196,22 +268,24 @@ def make_driver(
     instructions: str,
     budget_seconds: int,
     run_dir: Path,
+    cli: InstalledCli | None = None,
 ) -> ProgramDriver:
     if agent.kind == "llm":
         return LlmDriver(agent, instructions, budget_seconds, run_dir)
     if agent.kind == "command":
-        return CommandDriver(agent, agent_code_dir, run_dir)
+        return CommandDriver(agent, agent_code_dir, run_dir, cli)
     return ProgramDriver(agent, agent_code_dir)
 
 
 def sandbox_fields(
     paths: SandboxPaths, agent: AgentSpec, budget: int, seed: int, prompt: str
 ) -> dict[str, str]:
-    """The placeholders of an argv template, as seen inside the sandbox."""
+    """The placeholders of a template, as seen inside the sandbox (the gateway's: see CommandDriver)."""
     return {
         "python": paths.python,
         "agent_dir": paths.agent_dir,
         "workspace": paths.workspace,
+        "home": paths.workspace,
         "budget": str(budget),
         "seed": str(seed),
         "instructions": f"{paths.workspace}/INSTRUCTIONS.md",

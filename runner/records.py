@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import HarnessError, TmlbenchError, describe_validation_error
 
-# 2 added the agent-usage fields (requests … egress_bytes_down); version-1 records stay valid.
-RECORD_SCHEMA_VERSION = 2
+# 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts.
+# Records of older versions stay valid.
+RECORD_SCHEMA_VERSION = 3
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
 TEMP_PREFIX = ".record."  # write_record's temporary files, next to record.json
@@ -100,6 +101,9 @@ class RunRecord(BaseModel):
     # Provider-only egress of command agents: what the harness's allow-listing proxy counted.
     egress_requests: int | None = None
     egress_denied: int | None = None
+    egress_denied_hosts: dict[str, int] | None = Field(
+        default=None, description="refused 'host:port' -> how often (schema 3)"
+    )
     egress_bytes_up: int | None = None
     egress_bytes_down: int | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -102,6 +103,12 @@ class TokenPrices(Frozen):
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
 
+    def cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
+        """USD for these tokens; unknown (None) when either count is unknown."""
+        if tokens_in is None or tokens_out is None:
+            return None
+        return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
+
 
 class LlmSpec(Frozen):
     """How the built-in coding agent reaches its model: any OpenAI-compatible endpoint."""
@@ -139,11 +146,118 @@ class LlmSpec(Frozen):
 
 
 class EgressSpec(Frozen):
-    """Provider-only egress for a command agent: these hosts, through the harness's proxy."""
+    """Hosts besides its provider that a command agent may reach, through the harness's proxy.
+
+    Every other host is refused and recorded (``egress_denied_hosts``); an empty list is the
+    usual case, as the provider is reached through the gateway instead.
+    """
 
     allow: tuple[str, ...] = Field(
-        min_length=1, description="'host' (port 443) or 'host:port' the agent may reach"
+        default=(), description="'host' (port 443) or 'host:port' the agent may reach"
     )
+
+
+EXACT_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]*")
+
+
+class CliSpec(Frozen):
+    """An agent CLI pinned to one version: ``tmlbench agents install`` puts it in a managed prefix."""
+
+    npm: str | None = Field(default=None, description="npm package, e.g. '@openai/codex'")
+    pypi: str | None = Field(default=None, description="PyPI distribution, e.g. 'aider-chat'")
+    path: str | None = Field(
+        default=None, description="host folder holding an already installed CLI (bin/ or itself)"
+    )
+    version: str = Field(description="the exact version to install (no ranges)")
+    bin: str = Field(description="the executable's name, on PATH inside the sandbox")
+    version_args: tuple[str, ...] = Field(
+        default=("--version",), description="arguments that make it print its version"
+    )
+    requirements: tuple[str, ...] = Field(
+        default=(), description="pypi only: exact pins installed beside it ('name==1.2.3')"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CliSpec:
+        sources = [name for name in ("npm", "pypi", "path") if getattr(self, name)]
+        if len(sources) != 1:
+            raise ValueError(f"cli needs exactly one of npm, pypi, path (got {sources or 'none'})")
+        if not EXACT_VERSION.fullmatch(self.version):
+            raise ValueError(f"cli.version must be one exact version, got {self.version!r}")
+        if "/" in self.bin or not self.bin:
+            raise ValueError(f"cli.bin must be an executable's name, got {self.bin!r}")
+        if self.requirements and not self.pypi:
+            raise ValueError("cli.requirements are for pypi CLIs only")
+        loose = [r for r in self.requirements if "==" not in r]
+        if loose:
+            raise ValueError(f"cli.requirements must be exact pins (name==version): {loose}")
+        return self
+
+    @property
+    def source(self) -> Literal["npm", "pypi", "path"]:
+        return "npm" if self.npm else "pypi" if self.pypi else "path"
+
+    @property
+    def package(self) -> str:
+        return self.npm or self.pypi or self.path or ""
+
+    def describe(self) -> str:
+        return f"{self.source} {self.package} {self.version}"
+
+
+GatewayProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages"]
+
+
+class GatewaySpec(Frozen):
+    """A command agent's model provider, reached only through the harness's gateway.
+
+    Inside the sandbox the CLI is given ``{gateway_url}`` as its base URL and
+    ``{gateway_key}`` (a placeholder) as its key; the gateway forwards to ``base_url`` with
+    the real key and counts usage from every response.
+    """
+
+    protocol: GatewayProtocol
+    base_url: str = Field(description="the provider's real base URL, e.g. https://llm.chutes.ai/v1")
+    api_key_env: str | None = Field(
+        default=None, description="harness variable holding the key; None for local servers"
+    )
+    prices: TokenPrices | None = None
+    request_timeout_seconds: float = Field(default=600, gt=0)
+
+    @model_validator(mode="after")
+    def _http_url(self) -> GatewaySpec:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"gateway.base_url must start with http:// or https://, got {self.base_url!r}"
+            )
+        return self
+
+
+# The placeholders of argv templates, env values and config files (see runner.templates).
+TEMPLATE_FIELDS = (
+    "python",
+    "agent_dir",
+    "workspace",
+    "home",
+    "budget",
+    "seed",
+    "instructions",
+    "prompt",
+    "model",
+    "provider",
+    "gateway_url",
+    "gateway_key",
+)
+_PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
+
+
+def _check_placeholders(where: str, text: str) -> None:
+    unknown = sorted({n for n in _PLACEHOLDER.findall(text) if n not in TEMPLATE_FIELDS})
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown placeholder(s) {', '.join('{' + n + '}' for n in unknown)} "
+            f"(known: {', '.join(TEMPLATE_FIELDS)}; write {{{{name}}}} for a literal {{name}})"
+        )
 
 
 class AgentSpec(Frozen):
@@ -151,12 +265,14 @@ class AgentSpec(Frozen):
     kind: Literal["baseline", "command", "llm"]
     title: str
     harness: str = Field(description="what drives the model or program, e.g. 'tmlbench-baseline'")
-    harness_version: str = "1"
+    harness_version: str = Field(
+        default="1", description="for a command agent with 'cli': the version the CLI reports"
+    )
     model: ModelIdentity = ModelIdentity()
     command: tuple[str, ...] = Field(
         default=(),
-        description="argv template; placeholders {python} {agent_dir} {workspace} {budget} {seed} "
-        "{instructions} (the file) {prompt} (its text) {model} {provider}",
+        description="argv template; placeholders "
+        + " ".join("{" + f + "}" for f in TEMPLATE_FIELDS),
     )
     code_dir: str | None = Field(
         default=None,
@@ -168,14 +284,33 @@ class AgentSpec(Frozen):
         description="built-in code we wrote; only trusted agents may use the process backend",
     )
     llm: LlmSpec | None = Field(default=None, description="kind 'llm' only: the model endpoint")
+    cli: CliSpec | None = Field(default=None, description="kind 'command' only: the pinned CLI")
+    gateway: GatewaySpec | None = Field(
+        default=None, description="kind 'command' only: its model provider, behind the gateway"
+    )
     egress: EgressSpec | None = Field(
-        default=None, description="kind 'command' only: provider hosts reachable through the proxy"
+        default=None, description="kind 'command' only: other hosts reachable through the proxy"
     )
-    secrets: dict[str, str] = Field(
+    env: dict[str, str] = Field(
         default_factory=dict,
-        description="kind 'command' only: variable inside the sandbox → harness variable it is "
-        "read from (API keys for CLIs that call their provider themselves); never recorded",
+        description="kind 'command' only: non-secret variables for the CLI (templates allowed)",
     )
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="kind 'command' only: files written into HOME before it starts "
+        "(relative path -> contents; templates allowed)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, data: object) -> object:
+        if isinstance(data, dict) and "secrets" in data:
+            raise ValueError(
+                "'secrets' is gone: no key ever enters the sandbox. Give the provider as "
+                "'gateway' (protocol, base_url, api_key_env) and hand the CLI {gateway_url} "
+                "and {gateway_key} instead"
+            )
+        return data
 
     @model_validator(mode="after")
     def _runnable(self) -> AgentSpec:
@@ -192,10 +327,25 @@ class AgentSpec(Frozen):
                 raise ValueError("agent kind 'llm' runs the built-in agent loop: drop 'command'")
         elif self.llm is not None:
             raise ValueError(f"'llm' is only for agent kind 'llm', not {self.kind!r}")
-        if self.kind != "command" and (self.egress or self.secrets):
-            raise ValueError("'egress' and 'secrets' are only for agent kind 'command'")
-        if self.secrets and self.egress is None:
-            raise ValueError("'secrets' are API keys for a provider: give 'egress.allow' too")
+        command_only = {"cli": self.cli, "gateway": self.gateway, "egress": self.egress}
+        command_only |= {"env": self.env, "files": self.files}
+        misplaced = [name for name, value in command_only.items() if value]
+        if self.kind != "command" and misplaced:
+            raise ValueError(f"{', '.join(misplaced)}: only for agent kind 'command'")
+        for i, part in enumerate(self.command):
+            _check_placeholders(f"command[{i}]", part)
+        for name, value in self.env.items():
+            _check_placeholders(f"env.{name}", value)
+        for name, text in self.files.items():
+            _check_placeholders(f"files.{name}", text)
+            if name.startswith("/") or ".." in Path(name).parts or not name.strip():
+                raise ValueError(f"files.{name}: give a path relative to HOME, without '..'")
+        uses_gateway = any(
+            "{gateway_" in text
+            for text in (*self.command, *self.env.values(), *self.files.values())
+        )
+        if uses_gateway and self.gateway is None:
+            raise ValueError("{gateway_url}/{gateway_key} are used but no 'gateway' is given")
         return self
 
 

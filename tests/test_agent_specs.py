@@ -59,9 +59,32 @@ BASE = "id: a\ntitle: t\nharness: h\n"
             "kind: baseline\ncommand: [x]\nllm: {base_url: 'http://x'}\n",
             "only for agent kind 'llm'",
         ),
-        ("kind: command\ncommand: [x]\nsecrets: {K: HOST_K}\n", "give 'egress.allow' too"),
+        ("kind: command\ncommand: [x]\nsecrets: {K: HOST_K}\n", "no key ever enters the sandbox"),
         ("kind: baseline\ncommand: [x]\negress: {allow: [h]}\n", "only for agent kind 'command'"),
-        ("kind: command\ncommand: [x]\negress: {allow: []}\n", "egress.allow"),
+        ("kind: baseline\ncommand: [x]\nenv: {A: b}\n", "env: only for agent kind 'command'"),
+        ("kind: command\ncommand: ['{modle}']\n", "unknown placeholder(s) {modle}"),
+        ("kind: command\ncommand: [x]\nenv: {A: '{gateway_url}'}\n", "no 'gateway' is given"),
+        ("kind: command\ncommand: [x]\nfiles: {'../x': y}\n", "relative to HOME"),
+        (
+            "kind: command\ncommand: [x]\ncli: {npm: a, pypi: b, version: '1', bin: a}\n",
+            "exactly one of",
+        ),
+        (
+            "kind: command\ncommand: [x]\ncli: {npm: a, version: '^1.2', bin: a}\n",
+            "one exact version",
+        ),
+        (
+            "kind: command\ncommand: [x]\ncli: {pypi: a, version: '1', bin: a, requirements: [b]}\n",
+            "exact pins",
+        ),
+        (
+            "kind: command\ncommand: [x]\ngateway: {protocol: openai-chat, base_url: 'x.com'}\n",
+            "gateway.base_url must",
+        ),
+        (
+            "kind: command\ncommand: [x]\ngateway: {protocol: grpc, base_url: 'http://x'}\n",
+            "gateway.protocol",
+        ),
     ],
 )
 def test_a_bad_agent_spec_names_the_file_and_the_problem(tmp_path: Path, body: str, message: str):
@@ -77,3 +100,28 @@ def test_the_readme_example_of_a_local_model_is_a_valid_agent(tmp_path: Path):
     agent = load_yaml_model(write(tmp_path, "# agents/ollama" + block), AgentSpec)
     assert agent.kind == "llm" and agent.llm.api_key_env is None
     assert agent.llm.base_url.startswith("http://127.0.0.1:")
+
+
+def test_templates_fill_known_fields_and_leave_other_braces_alone():
+    from runner.templates import fill
+
+    fields = {"gateway_url": "http://127.0.0.1:18081/v1", "model": "m"}
+    text = '{"provider": {"x": {"baseURL": "{gateway_url}"}}} {{model}} {model} {other} ${HOME}'
+    assert fill(text, fields) == (
+        '{"provider": {"x": {"baseURL": "http://127.0.0.1:18081/v1"}}} {model} m {other} ${HOME}'
+    )
+
+
+def test_every_shipped_cli_agent_is_pinned_and_reaches_its_provider_only_through_the_gateway():
+    from runner.registry import list_agents
+
+    clis = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "command"]
+    assert clis
+    for agent in clis:
+        assert agent.cli is not None and agent.gateway is not None, agent.id
+        assert agent.cli.version[0].isdigit(), agent.id
+        text = " ".join((*agent.command, *agent.env.values(), *agent.files.values()))
+        assert (
+            "{gateway_url}" in text and "{gateway_key}" in text
+        ) or agent.gateway.api_key_env is None
+        assert agent.gateway.base_url not in text, f"{agent.id} names its provider directly"

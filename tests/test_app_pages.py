@@ -83,6 +83,48 @@ def _charts(at: AppTest) -> list:
     return at.get("vega_lite_chart")
 
 
+GATEWAY_TRANSCRIPT = [
+    {"event": "gateway_start", "t": 0.0, "protocol": "openai-chat", "base_url": "https://p/v1"},
+    {"event": "request", "t": 0.2, "method": "GET", "path": "/v1/models", "status": 200, "seconds": 0.1},
+    {
+        "event": "model_call", "t": 1.5, "protocol": "openai-chat", "method": "POST",
+        "path": "/v1/chat/completions", "status": 200, "seconds": 1.2, "stream": True,
+        "usage": {"input": 1200, "output": 85},
+        "request": {"model": "m", "n_messages": 7, "tools": ["bash"], "messages": [
+            {"role": "tool", "tool_call_id": "c1", "content": "train.csv test.csv"}]},
+        "reply": {"text": "**Training** [now](http://evil.example)", "tool_calls": [
+            {"name": "bash", "arguments": '{"command": "python train.py"}'}]},
+    },
+    {
+        "event": "model_call", "t": 3.0, "protocol": "openai-chat", "method": "POST",
+        "path": "/v1/chat/completions", "status": 429, "seconds": 0.1, "stream": False,
+        "usage": None, "request": None, "reply": {"error": "(rate_limit) slow down"},
+    },
+    {"event": "gateway_stop", "t": 9.0, "stats": {"requests": 2}},
+]  # fmt: skip
+
+
+def test_run_explorer_shows_a_gateway_transcript_as_text(app_snapshot: Path, monkeypatch):  # noqa: F811
+    from app import queries
+
+    monkeypatch.setattr(queries, "run_transcript", lambda record: GATEWAY_TRANSCRIPT)
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    texts = [str(t.value) for t in at.text]
+    shown = "\n".join(texts)
+    assert "[tool, message 7] train.csv test.csv" in texts  # the last input
+    assert "**Training** [now](http://evil.example)" in texts  # the reply, not rendered
+    assert "1.5 s · POST /v1/chat/completions · HTTP 200 · 1.2 s · tokens in 1200, out 85" in shown
+    assert "HTTP 429 · 0.1 s · usage unknown" in shown and "error: (rate_limit) slow down" in shown
+    assert "GET /v1/models · HTTP 200" in shown and "gateway for openai-chat" in shown
+    assert 'bash({"command": "python train.py"})' in [c.value for c in at.code]
+    assert "evil.example" not in _text(at)  # never as markdown
+
+
+def test_run_explorer_without_a_transcript_explains_who_has_one(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    assert "command agents that reach their model through the harness's gateway" in _text(at)
+
+
 def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # noqa: F811
     at = _run("router.py", app_snapshot, monkeypatch)
     assert list(at.dataframe[0].value["agent_id"]) == ["alpha", "beta"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -175,6 +176,25 @@ def test_run_file_preview_reads_only_regular_files_inside_the_run_folder(tmp_pat
     assert queries.run_file_preview(record, "submission_path") is None  # a symlink
     assert queries.run_file_preview(record, "stderr_path") is None  # outside the run folder
     assert queries.run_file_preview(record, "transcript_path") is None
+
+
+def test_run_transcript_reads_gateway_events_and_skips_junk(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "record.json").write_text("{}")
+    call = {"event": "model_call", "t": 1.0, "status": 200, "usage": {"input": 3, "output": 4}}
+    lines = [
+        json.dumps({"event": "gateway_start", "t": 0.0}),
+        json.dumps(call),
+        "not json",
+        json.dumps({"event": 5}),
+        json.dumps([1, 2]),
+        json.dumps({"event": "request", "t": 2.0, "method": "GET"})[:20],  # cut by a limit
+    ]
+    (run_dir / "transcript.jsonl").write_text("\n".join(lines))
+    record = {"source_path": str(run_dir / "record.json"), "transcript_path": "transcript.jsonl"}
+    events = queries.run_transcript(record)
+    assert events == [{"event": "gateway_start", "t": 0.0}, call]
 
 
 def test_runs_lists_every_attempt_newest_first(app_snapshot: Path):

@@ -1,6 +1,6 @@
 """The built-in llm agent through real bwrap attempts, against a scripted provider on loopback.
 
-Nothing here calls a real provider: ``tests/openai_stub.py`` plays recorded conversations
+Nothing here calls a real provider: ``runner.scripted_provider`` plays recorded conversations
 with the OpenAI chat-completions protocol, and the attempts run in the real sandbox and are
 graded on the private answers like any other.
 """
@@ -17,8 +17,7 @@ from streamlit.testing.v1 import AppTest
 from runner.errors import TmlbenchError
 from runner.llm.session import ELIDED, _fit_context
 from runner.records import RunRecord
-from runner.specs import AgentSpec
-from tests.openai_stub import (
+from runner.scripted_provider import (
     ScriptedProvider,
     call,
     error,
@@ -26,6 +25,7 @@ from tests.openai_stub import (
     load_conversation,
     reply,
 )
+from runner.specs import AgentSpec
 from tests.test_attempt import attempt
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs

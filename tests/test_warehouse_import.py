@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import TmlbenchError
+from runner.records import RECORD_SCHEMA_VERSION
 from warehouse.importers.tml_bench import KNOWN, import_tml_bench
 from warehouse.loader import load_runs
 
@@ -113,7 +114,7 @@ def test_import_from_sqlite_maps_every_field(con, tmp_path: Path):
         attempt_index=1, seed=7, sandbox_backend="tml-bench", status="success", score=0.8,
         score_hib=0.8, wall_seconds=123.5, task_spec_sha256="s" * 64,
         instructions_sha256="p" * 64, public_manifest_sha256="m" * 64, tmlbench_version="1.4.0",
-        git_sha="g" * 40, source="tml-bench", schema_version=2,
+        git_sha="g" * 40, source="tml-bench", schema_version=RECORD_SCHEMA_VERSION,
     )  # fmt: skip
     assert {k: r3[k] for k in expected} == expected
     assert str(db) in r3["source_path"]

@@ -284,11 +284,13 @@ def test_load_specs_replaces_specs_and_keeps_imported_agents(con, tmp_path: Path
         "select agent_id, price_in_per_mtok_usd, price_out_per_mtok_usd from raw.agents "
         "where price_in_per_mtok_usd is not null"
     ).fetchall()
-    assert prices == [
-        (a.id, a.llm.prices.input_per_mtok, a.llm.prices.output_per_mtok)
-        for a in specs
-        if a.llm and a.llm.prices
-    ]
+    priced = {
+        a.id: a.llm.prices if a.llm else a.gateway.prices if a.gateway else None for a in specs
+    }
+    assert sorted(prices) == sorted(
+        (agent_id, p.input_per_mtok, p.output_per_mtok) for agent_id, p in priced.items() if p
+    )
+    assert ("claude-code-sonnet-4-5", 3.0, 15.0) in prices  # a CLI's prices, from its gateway
     task = con.execute(
         "select metric_name, metric_direction, spec_sha256, start_date from raw.tasks "
         "where task_id = 'playground-series-s5e10'"

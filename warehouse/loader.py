@@ -47,6 +47,7 @@ _ARROW_TYPES = {
     "BOOLEAN": pa.bool_(),
     "DATE": pa.date32(),
     "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
+    "MAP(VARCHAR, INTEGER)": pa.map_(pa.string(), pa.int64()),
 }
 _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 
@@ -351,6 +352,6 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
 
 
 def _price(agent: AgentSpec, side: str) -> float | None:
-    """USD per million tokens of an llm agent, where its spec gives prices."""
-    prices = agent.llm.prices if agent.llm else None
+    """USD per million tokens of an llm agent or a command agent's gateway, where given."""
+    prices = agent.llm.prices if agent.llm else agent.gateway.prices if agent.gateway else None
     return getattr(prices, f"{side}_per_mtok") if prices else None

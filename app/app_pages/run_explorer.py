@@ -16,14 +16,90 @@ from app.app_pages._common import (
 )
 
 
+def _at(event: dict) -> str:
+    t = event.get("t")
+    return f"{t:.1f} s" if isinstance(t, int | float) else "? s"
+
+
+def _last_input(request: dict) -> str | None:
+    """The last message / input item a model call sent, as plain text with its role."""
+    messages = request.get("messages") if isinstance(request, dict) else None
+    if not isinstance(messages, list) or not messages:
+        return None
+    last = messages[-1]
+    if not isinstance(last, dict):
+        return str(last)
+    role = last.get("role") or last.get("type") or "input"
+    content = last.get("content", last.get("output"))
+    text = content if isinstance(content, str) else json.dumps(content, indent=1)
+    count = request.get("n_messages")
+    return f"[{role}{f', message {count}' if isinstance(count, int) else ''}] {text}"
+
+
+def show_model_call(event: dict) -> None:
+    """One model call a command agent made through the harness's gateway, as plain text.
+
+    Everything here came from the agent or its provider: shown with st.text / st.code,
+    never as markdown.
+    """
+    request, reply = event.get("request") or {}, event.get("reply") or {}
+    usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
+    last = _last_input(request)
+    if last:
+        with st.chat_message("user", avatar=":material/input:"):
+            st.text(last[:8000])
+    with st.chat_message("assistant"):
+        status = f"HTTP {event.get('status')} · {event.get('seconds')} s"
+        used = (
+            f"tokens in {usage.get('input')}, out {usage.get('output')}"
+            if usage
+            else "usage unknown"
+        )
+        broken = f" · interrupted ({event['interrupted']})" if event.get("interrupted") else ""
+        st.text(
+            f"{_at(event)} · {event.get('method')} {event.get('path')} · {status} · {used}{broken}"
+        )
+        if not isinstance(reply, dict):
+            return
+        if reply.get("error"):
+            st.text(f"error: {str(reply['error'])[:4000]}")
+        if reply.get("text"):
+            st.text(str(reply["text"])[:8000])
+        for call in reply.get("tool_calls") or []:
+            if isinstance(call, dict):
+                st.code(
+                    f"{call.get('name')}({str(call.get('arguments'))[:4000]})",
+                    language="text",
+                    wrap_lines=True,
+                )
+
+
 def show_transcript(events: list[dict] | None) -> None:
-    """An llm attempt's conversation: model replies, tool calls and their results, retries."""
+    """An attempt's conversation: the built-in llm agent's replies, tool calls and retries, or
+    the model calls a command agent made through the harness's provider gateway."""
     if events is None:
-        st.caption("No transcript: only attempts of llm agents have one. " + NOT_HERE)
+        st.caption(
+            "No transcript: only attempts of llm agents, and of command agents that reach their "
+            "model through the harness's gateway, have one. " + NOT_HERE
+        )
         return
     for event in events:
-        kind, at = event["event"], f"{event.get('t', 0):.1f} s"
-        if kind == "start":
+        kind, at = event["event"], _at(event)
+        if kind == "model_call":
+            show_model_call(event)
+        elif kind == "request":
+            error = f" · {str(event['error'])[:500]}" if event.get("error") else ""
+            st.text(f"{at} · {event.get('method')} {event.get('path')} · HTTP {event.get('status')}"
+                    f" · {event.get('seconds')} s{error}")  # fmt: skip
+        elif kind == "gateway_start":
+            st.text(f"{at} · gateway for {event.get('protocol')} at {event.get('base_url')}")
+        elif kind == "gateway_stop":
+            st.text(f"{at} · gateway stopped: {json.dumps(event.get('stats'))[:2000]}")
+        elif kind == "transcript_full":
+            st.text(
+                f"{at} · transcript full ({event.get('max_bytes')} bytes): later calls not shown"
+            )
+        elif kind == "start":
             st.caption(f"{at} · model {event.get('model')} at {event.get('base_url')}, "
                        f"budget {event.get('budget_seconds')} s")  # fmt: skip
             with st.expander("System prompt and task"):

@@ -35,12 +35,16 @@ SOCKET_DIR_INSIDE = "/run/tmlbench/egress"
 SOCKET_NAME = "egress.sock"
 SOCKET_INSIDE = f"{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"
 DEFAULT_PORT = 18080
+GATEWAY_SOCKET_NAME = "gateway.sock"  # the provider gateway's socket, in the same folder
+GATEWAY_PORT = 18081
 
 __all__ = [
     "DEFAULT_PORT",
     "FORWARDER_DIR",
     "FORWARDER_INSIDE",
     "FORWARDER_SCRIPT",
+    "GATEWAY_PORT",
+    "GATEWAY_SOCKET_NAME",
     "SOCKET_DIR_INSIDE",
     "SOCKET_INSIDE",
     "SOCKET_NAME",
@@ -72,13 +76,19 @@ def wrap_command(
     socket_inside: str,
     argv: list[str],
     port: int = DEFAULT_PORT,
+    gateway_socket_inside: str | None = None,
+    gateway_port: int = GATEWAY_PORT,
 ) -> list[str]:
     """The in-sandbox command line that runs ``argv`` behind the egress forwarder.
 
     ``-I`` keeps the forwarder free of the agent's PYTHON* variables and of its own folder
     on ``sys.path``; the agent itself gets the environment unchanged plus the proxy vars.
+    With ``gateway_socket_inside``, ``127.0.0.1:gateway_port`` leads to the provider gateway.
     """
     if not argv:
         raise ValueError("wrap_command needs the agent's command")
     script = f"{forwarder_inside_dir.rstrip('/')}/{FORWARDER_SCRIPT}"
-    return [python, "-I", script, "--socket", socket_inside, "--port", str(port), "--", *argv]
+    wrapped = [python, "-I", script, "--socket", socket_inside, "--port", str(port)]
+    if gateway_socket_inside:
+        wrapped += ["--gateway-socket", gateway_socket_inside, "--gateway-port", str(gateway_port)]
+    return [*wrapped, "--", *argv]

@@ -4,10 +4,12 @@ Runs INSIDE the sandbox with the harness's Python, so it is stdlib only and impo
 nothing from ``runner`` (the repository is not visible there; the harness binds this
 folder read-only). Usage::
 
-    python -I forward.py --socket /run/tmlbench/egress/egress.sock --port 18080 -- agent argv...
+    python -I forward.py --socket /run/tmlbench/egress/egress.sock --port 18080 \
+        [--gateway-socket /run/tmlbench/egress/gateway.sock --gateway-port 18081] -- agent argv...
 
 It listens on ``127.0.0.1:PORT``, pipes every accepted connection to the harness's
-egress proxy over the bound unix socket, starts the agent with ``HTTPS_PROXY``,
+egress proxy over the bound unix socket (and, with ``--gateway-socket``, connections to
+``127.0.0.1:GATEWAY_PORT`` to the harness's provider gateway), starts the agent with ``HTTPS_PROXY``,
 ``HTTP_PROXY`` and ``ALL_PROXY`` (and their lowercase forms) pointing at that port, passes
 SIGTERM/SIGINT/SIGHUP/SIGQUIT on to it and exits with its exit code (128 + N if signal N
 killed it). The policy (which hosts pass) lives on the host side; this only moves bytes.
@@ -83,6 +85,9 @@ def splice(
 
 def _pipe_to_proxy(conn: socket.socket, socket_path: str) -> None:
     with conn:
+        # Streamed replies come in small writes: Nagle's algorithm would hold each ~40 ms.
+        with contextlib.suppress(OSError):
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with upstream:
             try:
@@ -104,15 +109,30 @@ def _serve(listener: socket.socket, socket_path: str) -> None:
         threading.Thread(target=_pipe_to_proxy, args=(conn, socket_path), daemon=True).start()
 
 
-def proxy_env(base: dict[str, str], port: int) -> dict[str, str]:
-    """``base`` plus every proxy variable pointing at ``http://127.0.0.1:PORT``."""
+def proxy_env(base: dict[str, str], port: int, gateway: bool = False) -> dict[str, str]:
+    """``base`` plus every proxy variable pointing at ``http://127.0.0.1:PORT``.
+
+    With a gateway, loopback is reached directly (the gateway listens there); without one,
+    even "localhost" goes through the proxy: the sandbox's loopback holds nothing else.
+    """
     env = dict(base)
     url = f"http://127.0.0.1:{port}"
     for name in PROXY_VARS:
         env[name] = env[name.lower()] = url
-    # Even "localhost" must go through the proxy: the sandbox's loopback is its own.
-    env["NO_PROXY"] = env["no_proxy"] = ""
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1" if gateway else ""
     return env
+
+
+def _listen(port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 def exit_status(returncode: int) -> int:
@@ -124,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" not in args:
         print(
-            "tmlbench-egress: usage: forward.py --socket PATH --port N -- command...",
+            "tmlbench-egress: usage: forward.py --socket PATH --port N "
+            "[--gateway-socket PATH --gateway-port N] -- command...",
             file=sys.stderr,
         )
         return 2
@@ -133,20 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="forward.py", description=__doc__.splitlines()[0])
     parser.add_argument("--socket", required=True, help="the egress proxy's unix socket")
     parser.add_argument("--port", type=int, default=18080, help="loopback port (0: any free)")
+    parser.add_argument("--gateway-socket", help="the provider gateway's unix socket")
+    parser.add_argument("--gateway-port", type=int, default=18081, help="its loopback port")
     opts = parser.parse_args(args[:split])
     if not command:
         parser.error("no command after --")
 
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", opts.port))
-        listener.listen(128)
-    except OSError as exc:
-        print(f"tmlbench-egress: cannot listen on 127.0.0.1:{opts.port}: {exc}", file=sys.stderr)
-        return 125
-    port = listener.getsockname()[1]
-    threading.Thread(target=_serve, args=(listener, opts.socket), daemon=True).start()
+    routes = [(opts.port, opts.socket)]
+    if opts.gateway_socket:
+        routes.append((opts.gateway_port, opts.gateway_socket))
+    ports = []
+    for want, target in routes:
+        try:
+            listener = _listen(want)
+        except OSError as exc:
+            print(f"tmlbench-egress: cannot listen on 127.0.0.1:{want}: {exc}", file=sys.stderr)
+            return 125
+        ports.append(listener.getsockname()[1])
+        threading.Thread(target=_serve, args=(listener, target), daemon=True).start()
+    port = ports[0]
 
     # Signals that arrive before the child exists are delivered once it does.
     child: subprocess.Popen | None = None
@@ -162,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, forward)
     try:
-        child = subprocess.Popen(command, env=proxy_env(dict(os.environ), port))
+        env = proxy_env(dict(os.environ), port, gateway=bool(opts.gateway_socket))
+        child = subprocess.Popen(command, env=env)
     except OSError as exc:
         print(f"tmlbench-egress: cannot start {command[0]!r}: {exc}", file=sys.stderr)
         return 126 if isinstance(exc, PermissionError) else 127

@@ -130,9 +130,7 @@ class LlmSession:
 
     def _cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
         prices = self.llm.prices
-        if prices is None or tokens_in is None or tokens_out is None:
-            return None
-        return (tokens_in * prices.input_per_mtok + tokens_out * prices.output_per_mtok) / 1e6
+        return prices.cost(tokens_in, tokens_out) if prices is not None else None
 
     # -- the loop ------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """A stand-in for an external agent CLI that calls its model provider itself.
 
-argv: provider host:port, a host:port not on the allow-list, a host loopback port to try
-directly, the model id. The key comes from PROVIDER_KEY and the proxy from HTTPS_PROXY, as
-for a real CLI. It asks the provider once, probes the other routes, copies the sample
-submission, and prints a JSON report (and, carelessly, its key: the harness must redact it).
+argv: a host:port not on the allow-list, a host loopback port to try directly, the model id.
+Its provider's base URL and key come from PROVIDER_BASE_URL / PROVIDER_KEY (the gateway and
+the placeholder, as a real CLI's config would give them), the proxy from HTTPS_PROXY. It asks
+the provider once, probes the other routes, copies the sample submission, prints a JSON
+report, and carelessly prints its key (the placeholder: there is nothing secret to leak).
 """
 
 import http.client
@@ -14,18 +15,17 @@ import socket
 import sys
 from urllib.parse import urlsplit
 
-provider, denied, direct_port, model = sys.argv[1:5]
+denied, direct_port, model = sys.argv[1:4]
+base = urlsplit(os.environ["PROVIDER_BASE_URL"])
 key = os.environ["PROVIDER_KEY"]
 proxy = urlsplit(os.environ["HTTPS_PROXY"])
-report: dict = {}
+report: dict = {"base_url": os.environ["PROVIDER_BASE_URL"], "no_proxy": os.environ["NO_PROXY"]}
 
-host, port = provider.rsplit(":", 1)
-conn = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=10)
-conn.set_tunnel(host, int(port))
+conn = http.client.HTTPConnection(base.hostname, base.port, timeout=10)
 body = {"model": model, "messages": [{"role": "user", "content": "hello"}]}
 conn.request(
     "POST",
-    "/v1/chat/completions",
+    f"{base.path}/chat/completions",
     body=json.dumps(body),
     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
 )

@@ -59,6 +59,7 @@ create table if not exists raw.runs (
     tool_seconds            double,
     egress_requests         integer,
     egress_denied           integer,
+    egress_denied_hosts     map(varchar, integer),  -- refused 'host:port' -> count
     egress_bytes_up         bigint,
     egress_bytes_down       bigint,
 
@@ -91,6 +92,8 @@ alter table raw.runs add column if not exists egress_requests integer;
 alter table raw.runs add column if not exists egress_denied integer;
 alter table raw.runs add column if not exists egress_bytes_up bigint;
 alter table raw.runs add column if not exists egress_bytes_down bigint;
+-- Record schema 3: which hosts the egress proxy refused.
+alter table raw.runs add column if not exists egress_denied_hosts map(varchar, integer);
 
 create table if not exists raw.tasks (
     task_id                 varchar primary key,

@@ -53,6 +53,7 @@ renamed as (
         tool_seconds,
         egress_requests,
         egress_denied,
+        egress_denied_hosts,
         egress_bytes_up,
         egress_bytes_down,
 

@@ -1,0 +1,93 @@
+"""The provider gateway: how a sandboxed agent CLI reaches its model without holding the key.
+
+The CLI runs in the sandbox with its provider base URL set to ``{gateway_url}`` (e.g.
+``http://127.0.0.1:18081/v1``) and the non-secret :data:`PLACEHOLDER_KEY` as its API key.
+The in-sandbox forwarder pipes that loopback port to a unix socket on the host, where a
+:class:`ProviderGateway` listens. The gateway forwards every request under the base URL's
+path to the provider's real base URL with the real credential (``Authorization: Bearer``
+for ``openai-*``, ``x-api-key`` for ``anthropic-messages``; none if no key is configured,
+e.g. a local server), streams the reply back as it arrives, and counts what it saw.
+
+Typical use (by the attempt)::
+
+    with ProviderGateway(control / SOCKET_NAME, protocol="openai-chat",
+                         base_url="https://llm.chutes.ai/v1", api_key=os.environ["CHUTES_API_KEY"],
+                         transcript_path=run_dir / "transcript.jsonl") as gateway:
+        url = gateway_url(gateway.inside_path)      # → "http://127.0.0.1:18081/v1"
+        ... run the CLI in the sandbox ...
+    record.update(gateway.stats().record_fields(prices))
+
+What it accepts (every byte from the sandbox is hostile): HTTP/1.1 (and 1.0) in origin form,
+with keep-alive, one thread per connection, at most ``max_connections`` at once (503 past
+that). Header at most 64 KiB within ``header_timeout`` (431 / closed), body at most
+``max_body_bytes`` (413), Content-Length or chunked; malformed requests get 400, CONNECT and
+unknown methods 405, targets outside the base path 404, absolute-form targets, ``.``/``..``
+segments and encoded slashes 400. None of this reaches the provider.
+
+What it forwards: the same method, path and query to the base URL's origin, the client's
+headers minus hop-by-hop ones, Host, Content-Length (recomputed), Accept-Encoding (always
+``identity`` so replies can be read) and every credential the CLI sent (Authorization,
+x-api-key, api-key, x-goog-api-key, Cookie, OpenAI-Organization/-Project, Proxy-*).
+``anthropic-version``/``anthropic-beta`` and the rest pass. An OpenAI chat request with
+``"stream": true`` gets ``stream_options.include_usage = true`` so its usage comes back.
+The provider is called with :mod:`http.client` (system CAs), over one kept-alive connection
+per client connection, each socket operation bounded by ``request_timeout``; the harness's
+own HTTP(S)_PROXY is used for remote providers, never for loopback ones. An unreachable
+provider is answered ``502`` (``504`` on a timeout) and counted as a retry.
+
+Model calls are POSTs to ``.../chat/completions`` (openai-chat), ``.../responses``
+(openai-responses) or ``/messages``, ``/v1/messages`` (anthropic-messages) under the base
+path; everything else (``GET /v1/models``, ``count_tokens``, ...) is an other request. A
+model call's reply (JSON or server-sent events) is parsed as it passes for its usage:
+chat ``usage.prompt_tokens``/``completion_tokens`` (streams: the final usage chunk);
+Responses ``usage.input_tokens``/``output_tokens`` (streams: ``response.completed``);
+Anthropic ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` and
+``output_tokens`` (streams: ``message_start`` then ``message_delta``'s cumulative counts).
+See :class:`GatewayStats` for what is counted, and how.
+
+``transcript.jsonl`` (appended, one JSON object a line, at most 128 MiB, never the key)::
+
+    {"event": "gateway_start", "t": 0.0, "protocol": ..., "base_url": ..., "inside_path": "/v1"}
+    {"event": "model_call", "t": <seconds since start>, "protocol": "openai-chat",
+     "method": "POST", "path": "/v1/chat/completions", "status": 200, "seconds": 1.234,
+     "stream": true,                       # the reply was text/event-stream
+     "usage": {"input": 1200, "output": 85} | null,
+     "request": {"model": ..., "stream": ..., "n_messages": 12,
+                 "messages": [the last 4 messages / input items, long strings cut],
+                 "tools": ["bash", ...]} | null,         # null: the body was not JSON
+     "reply": {"text": "...", "tool_calls": [{"name": "bash", "arguments": "{...}"}]}
+              | {"error": "(code) message"},
+     "interrupted": "client" | "upstream" | "stopped"}   # only if the reply was broken off
+    {"event": "request", "t": ..., "method": "GET", "path": "/v1/models", "status": 200,
+     "seconds": 0.05, "error": "..."}                    # error only for status >= 400
+    {"event": "transcript_full", "t": ..., "max_bytes": ...}    # nothing is written after it
+    {"event": "gateway_stop", "t": ..., "stats": {GatewayStats fields}}
+
+``request`` and ``reply`` are each cut to about 64 KiB. Requests the gateway refuses itself
+(400/404/405/413/431/503) are counted in ``GatewayStats.rejected`` and not transcribed.
+"""
+
+from __future__ import annotations
+
+from runner.egress import GATEWAY_PORT as DEFAULT_PORT
+from runner.egress import GATEWAY_SOCKET_NAME as SOCKET_NAME
+from runner.gateway.server import GatewayStats, ProviderGateway
+from runner.gateway.usage import PROTOCOLS, Protocol
+
+PLACEHOLDER_KEY = "tmlbench-gateway-placeholder"  # non-secret: the API key CLIs are given
+
+__all__ = [
+    "DEFAULT_PORT",
+    "PLACEHOLDER_KEY",
+    "PROTOCOLS",
+    "SOCKET_NAME",
+    "GatewayStats",
+    "Protocol",
+    "ProviderGateway",
+    "gateway_url",
+]
+
+
+def gateway_url(inside_path: str, port: int = DEFAULT_PORT) -> str:
+    """The base URL a CLI in the sandbox is given: loopback port + the provider's base path."""
+    return f"http://127.0.0.1:{port}{inside_path}"
