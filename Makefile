@@ -126,6 +126,8 @@ bench: install
 	$(RUN) python benchmarks/warehouse_load.py
 	$(RUN) python benchmarks/dbt_build.py
 	$(RUN) python benchmarks/dashboard.py
+	$(RUN) python benchmarks/gateway_overhead.py
+	$(RUN) python benchmarks/cli_startup.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache
