@@ -17,6 +17,7 @@ import pytest
 from runner.agent_check import point_at
 from runner.clis import find_installed
 from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
 from runner.registry import list_agents
 from runner.scripted_provider import ScriptedProvider, error, hang, repeat, solve_task_script
 from runner.specs import AgentSpec
@@ -40,15 +41,14 @@ def installed(agent: AgentSpec) -> AgentSpec:
     return agent
 
 
-def run(paths, monkeypatch, agent: AgentSpec, script: list, budget: int, index: int = 0):
+def run(paths, monkeypatch, agent: AgentSpec, script: list, budget: int, backend: str = "bwrap"):
     """One attempt of ``agent`` against a scripted provider; returns (record, provider, run_dir)."""
     key = "sk-test-" + secrets.token_hex(12)
     monkeypatch.setenv(KEY_ENV, key)
     model = agent.model.model_id or "model"
     with ScriptedProvider(script, api_key=key, model=model, any_model=True) as provider:
-        record = attempt(
-            paths, point_at(installed(agent), provider.base_url, KEY_ENV), TASK, budget
-        )
+        pointed = point_at(installed(agent), provider.base_url, KEY_ENV)
+        record = attempt(paths, pointed, TASK, budget, backend=backend)
     run_dir = paths.runs_dir / record.run_id
     for path in run_dir.rglob("*"):  # the key stays in the harness: nowhere in the run folder
         if path.is_file() and not path.is_symlink():
@@ -104,6 +104,20 @@ def test_a_provider_that_never_answers_ends_in_a_timeout_at_the_budget(
     record, _, _ = run(small_paths, monkeypatch, agent, [repeat(hang(120))], 15)
     assert record.status == "timeout", record.error_message
     assert record.wall_seconds <= 15 + 3
+
+
+def test_self_contained_clis_run_in_the_docker_sandbox_too_and_the_others_are_refused(
+    small_paths, monkeypatch
+):
+    native = [a for a in ONE_PER_CLI if installed(a) and find_installed(a.cli).runtime == "native"]
+    assert native, "Claude Code and OpenCode ship native binaries"
+    for agent in native:
+        record, _, _ = run(small_paths, monkeypatch, agent, solve_task_script(), 240, "docker")
+        assert record.sandbox_backend == "docker"
+        assert record.status == "success", (agent.id, record.error_message)
+    needs_runtime = next(a for a in ONE_PER_CLI if find_installed(a.cli).runtime != "native")
+    with pytest.raises(TmlbenchError, match="--backend bwrap"):
+        run(small_paths, monkeypatch, needs_runtime, solve_task_script(), 60, "docker")
 
 
 def test_every_shipped_cli_agent_has_its_template_tested():

@@ -366,9 +366,10 @@ def aider_step(request: ReceivedRequest) -> Step | None:
         m.role == "system" and "SEARCH/REPLACE" in m.text for m in messages
     ):
         return None
-    after = _ran(messages, _sent_block, ("user",))
-    if after is not None:
-        found = _SCORE.findall(after.text)
+    ours = [i for i, m in enumerate(messages) if m.role == "assistant" and _sent_block(m)]
+    later = [m.text for m in messages[ours[-1] + 1 :] if m.role == "user"] if ours else []
+    if later:  # "I updated the files.", then the test command's output ("I ran this command")
+        found = _SCORE.findall("\n".join(later))
         text = _DONE.format(score=f" (validation score {found[-1]})" if found else "")
     else:
         text = _AIDER_EDIT.format(file=AIDER_FILE, program=SOLVE_PROGRAM)
