@@ -87,9 +87,6 @@ class ProgramDriver:
     def prepare_home(self, home: Path, fields: dict[str, str]) -> None:
         """Write what the agent needs in HOME (the workspace) before it starts."""
 
-    def harness_version(self) -> str:
-        return self.agent.harness_version
-
     def record_fields(self) -> dict:
         return {}
 
@@ -169,9 +166,6 @@ class CommandDriver(ProgramDriver):
                 raise TmlbenchError(f"agent {self.agent.id}: files.{name} is over 1 MiB")
             path.write_bytes(content)
 
-    def harness_version(self) -> str:
-        return self.cli.reported_version if self.cli is not None else self.agent.harness_version
-
     def __enter__(self) -> CommandDriver:
         self.proxy.start()
         if self.gateway is not None:
@@ -195,20 +189,7 @@ class CommandDriver(ProgramDriver):
         }
         if self.gateway is None or self.agent.gateway is None:
             return fields
-        usage = self.gateway.stats()
-        known = usage.requests > 0 and not usage.usage_missing
-        tokens_in = usage.tokens_in if known else None
-        tokens_out = usage.tokens_out if known else None
-        prices = self.agent.gateway.prices
-        fields |= {
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "cost_usd": prices.cost(tokens_in, tokens_out) if prices else None,
-            "requests": usage.requests,
-            "retries": usage.retries,
-            "steps": usage.steps,
-            "provider_seconds": round(usage.provider_seconds, 3),
-        }
+        fields |= self.gateway.stats().record_fields(self.agent.gateway.prices)
         if self.gateway.transcript_path.is_file():
             fields["transcript_path"] = self.gateway.transcript_path.name
         return fields

@@ -1639,3 +1639,58 @@ def test_the_scientist_solves_a_prepared_twin_end_to_end(small_paths, tmp_path, 
     constant = task.private_meta()["constant_score"]
     better = score - constant if spec.metric.direction == "maximize" else constant - score
     assert better > 0.05 * abs(constant), (score, constant)
+
+
+# --- per-CLI modes of the scientist: mini-swe-agent v2, aider ------------------------------------
+
+BASH_TOOL = {"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"command": STRING}, "required": ["command"]}}}  # fmt: skip
+
+
+def test_the_scientist_ends_a_mini_swe_agent_run_with_the_sentinel_as_a_tool_call() -> None:
+    system = "Finish by issuing the command: `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`."
+    history: list[dict] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Please solve this issue: ..."},
+    ]
+    with ScriptedProvider(solve_task_script()) as provider:
+        replies = []
+        for output in ("local_validation_score: 0.7\n", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"):
+            body = chat_body(history, tools=[BASH_TOOL])
+            message = send(provider, body)[2]["choices"][0]["message"]
+            replies.append(message)
+            (tc,) = message["tool_calls"]
+            history += [message, {"role": "tool", "tool_call_id": tc["id"], "content": output}]
+        last = send(provider, chat_body(history, tools=[BASH_TOOL]))[2]["choices"][0]["message"]
+    first, submit = (json.loads(r["tool_calls"][0]["function"]["arguments"]) for r in replies)
+    assert MARKER in first["command"]
+    assert submit == {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
+    assert "tool_calls" not in last and "Done" in last["content"]  # the sentinel only once
+
+
+def test_the_scientist_writes_solve_py_for_aider_then_stops_editing() -> None:
+    from runner.scripted_provider import SOLVE_PROGRAM
+
+    system = "Act as an expert software developer.\n... *SEARCH/REPLACE block* Rules: ..."
+    history: list[dict] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Change get_factorial() to use math.factorial"},
+        {"role": "assistant", "content": "mathweb/flask/app.py\n```python\n<<<<<<< SEARCH\n..."},
+        {"role": "user", "content": "# Your task: ... local_validation_score: <number> ..."},
+    ]
+    with ScriptedProvider(solve_task_script()) as provider:
+        edit = send(provider, chat_body(history, tools=[]))[2]["choices"][0]["message"]
+        history += [
+            {"role": "assistant", "content": edit["content"]},
+            {"role": "user", "content": "I updated the files."},
+            {"role": "assistant", "content": "Ok."},
+            {"role": "user", "content": "I ran this command:\n\npython solve.py\n\nAnd got this "
+                                        "output:\n\nlocal_validation_score: 0.721689\n"},
+        ]  # fmt: skip
+        done = send(provider, chat_body(history, tools=[]))[2]["choices"][0]["message"]
+    block = (
+        "solve.py\n```python\n<<<<<<< SEARCH\n=======\n" + SOLVE_PROGRAM + ">>>>>>> REPLACE\n```"
+    )
+    assert block in edit["content"] and "tool_calls" not in edit
+    assert "<<<<<<<" not in done["content"] and "```" not in done["content"]
+    assert "Done" in done["content"] and "0.721689" in done["content"]

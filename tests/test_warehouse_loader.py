@@ -54,6 +54,7 @@ def test_apply_ddl_is_idempotent(con):
 def test_a_warehouse_from_record_schema_1_gains_the_usage_columns(con, tmp_path: Path):
     usage = ["requests", "retries", "steps", "provider_seconds", "tool_seconds"]
     usage += ["egress_requests", "egress_denied", "egress_bytes_up", "egress_bytes_down"]
+    usage += ["egress_denied_hosts"]
     for name in usage:
         con.execute(f"alter table raw.runs drop column {name}")
     write(tmp_path / "runs", rec(minute=1, schema_version=1))
@@ -113,7 +114,8 @@ def test_every_field_lands_in_its_column(con, tmp_path: Path):
         provider_seconds=40.5,
         tool_seconds=70.25,
         egress_requests=9,
-        egress_denied=1,
+        egress_denied=3,
+        egress_denied_hosts={"models.dev:443": 2, "us.i.posthog.com:443": 1},
         egress_bytes_up=12345,
         egress_bytes_down=2**33,
         public_manifest_sha256="m" * 64,

@@ -145,19 +145,16 @@ class GatewayStats:
     def record_fields(self, prices: Any = None) -> dict:
         """The run record's usage fields; unknown tokens (and so cost) are None, never 0.
 
-        ``prices``: anything with ``input_per_mtok`` and ``output_per_mtok`` (the agent
-        spec's prices), or None for an unknown cost.
+        ``prices``: the agent spec's ``TokenPrices`` (anything with ``cost(tokens_in,
+        tokens_out)``), or None for an unknown cost.
         """
         known = not self.usage_missing and self.requests > 0
         tokens_in = self.tokens_in if known else None
         tokens_out = self.tokens_out if known else None
-        cost = None
-        if prices is not None and tokens_in is not None and tokens_out is not None:
-            cost = (tokens_in * prices.input_per_mtok + tokens_out * prices.output_per_mtok) / 1e6
         return {
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
-            "cost_usd": cost,
+            "cost_usd": prices.cost(tokens_in, tokens_out) if prices is not None else None,
             "requests": self.requests,
             "retries": self.retries,
             "steps": self.steps,
