@@ -25,11 +25,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
-import os
 import re
 import socket
-import stat
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +34,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from runner.egress.forward import splice
+from runner.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +264,7 @@ def _plain_http_head(req: _Request) -> tuple[str, int, bytes]:
     return host, port, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-class EgressProxy:
+class EgressProxy(SocketServer):
     """An allow-listing HTTP proxy listening on ``socket_path`` (mode 0o666).
 
     ``socket_path``'s folder must exist; it is what the harness binds into the sandbox.
@@ -282,82 +280,14 @@ class EgressProxy:
         header_timeout: float = 30.0,
         max_connections: int = 128,
     ):
-        self.socket_path = Path(socket_path)
+        super().__init__(socket_path, max_connections)
         self.allow = AllowList(allow)
         self.connect_timeout = connect_timeout
         self.header_timeout = header_timeout
-        self.max_connections = max_connections
-        self._lock = threading.Lock()
-        self._listener: socket.socket | None = None
-        self._accept_thread: threading.Thread | None = None
-        self._handlers: set[threading.Thread] = set()
-        self._sockets: set[socket.socket] = set()
-        self._stopping = False
         self._requests = self._denied = self._bytes_up = self._bytes_down = 0
         self._upstream_errors = self._malformed = 0
-        self._rejecting = 0  # of the _handlers, how many only answer 503
         self._hosts: dict[str, int] = {}
         self._denied_hosts: dict[str, int] = {}
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> EgressProxy:
-        if self._listener is not None or self._stopping:
-            raise RuntimeError("an EgressProxy starts once")
-        path = self.socket_path
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"egress socket folder {path.parent} does not exist")
-        if len(os.fsencode(path)) >= 108:
-            raise OSError(f"egress socket path {path} is too long for a unix socket (max 107)")
-        if path.is_symlink() or path.exists():
-            if not stat.S_ISSOCK(path.lstat().st_mode):
-                raise FileExistsError(f"{path} exists and is not a socket")
-            path.unlink()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(str(path))
-            # The sandbox user (uid 65534) may map to another host uid than ours.
-            os.chmod(path, 0o666)
-            listener.listen(64)
-        except OSError:
-            listener.close()
-            raise
-        self._listener = listener
-        self._accept_thread = threading.Thread(
-            target=self._accept_loop, name="egress-accept", daemon=True
-        )
-        self._accept_thread.start()
-        return self
-
-    def stop(self, timeout: float = 2.0) -> None:
-        """Close the listener and every open connection; idempotent, returns within ``timeout``."""
-        with self._lock:
-            if self._stopping:
-                return
-            self._stopping = True
-            listener, self._listener = self._listener, None
-            sockets = list(self._sockets)
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-            listener.close()
-            with contextlib.suppress(OSError):
-                self.socket_path.unlink()
-        for sock in sockets:  # the owning threads close them once splice() returns
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        deadline = time.monotonic() + timeout
-        threads = [self._accept_thread] if self._accept_thread else []
-        with self._lock:
-            threads += list(self._handlers)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-    def __enter__(self) -> EgressProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def stats(self) -> EgressStats:
         with self._lock:
@@ -373,19 +303,6 @@ class EgressProxy:
             )
 
     # -- bookkeeping ---------------------------------------------------------------------
-
-    def _track(self, sock: socket.socket) -> bool:
-        """Register ``sock`` for stop(); False if the proxy is already stopping."""
-        with self._lock:
-            if self._stopping:
-                return False
-            self._sockets.add(sock)
-            return True
-
-    def _untrack(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.discard(sock)
-        sock.close()
 
     @staticmethod
     def _bump(counts: dict[str, int], key: str) -> None:
@@ -403,95 +320,52 @@ class EgressProxy:
 
     # -- serving -------------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
-        listener = self._listener
-        assert listener is not None
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return  # stop() shut the listener down
-            if not self._track(conn):
-                conn.close()
-                return
-            with self._lock:
-                self._handlers = {t for t in self._handlers if t.is_alive()}
-                serving = len(self._handlers) - self._rejecting
-                if serving < self.max_connections:
-                    handler = self._handle
-                elif self._rejecting < self.max_connections:
-                    # A short-lived thread answers 503, so the accept loop never waits.
-                    handler, self._rejecting = self._reject, self._rejecting + 1
-                else:
-                    handler = None
-            if handler is None:
-                self._untrack(conn)
-                continue
-            thread = threading.Thread(target=handler, args=(conn,), daemon=True)
-            with self._lock:
-                self._handlers.add(thread)
-            thread.start()
+    def _answer_busy(self, sock: socket.socket, text: str) -> None:
+        sock.settimeout(LINGER_SECONDS)
+        _reply(sock, 503, f"tmlbench egress: {text}")
 
-    def _reject(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket) -> None:
         try:
-            conn.settimeout(LINGER_SECONDS)
-            text = f"tmlbench egress: too many open connections (max {self.max_connections})"
-            _reply(conn, 503, text)
-        finally:
-            self._untrack(conn)
+            req = _read_head(conn, self.header_timeout)
+            if req.method == "CONNECT":
+                host, port = parse_authority(req.target, None)
+                head = b""
+            else:
+                host, port, head = _plain_http_head(req)
+        except BadRequest as exc:
             with self._lock:
-                self._rejecting -= 1
-                self._handlers.discard(threading.current_thread())
-
-    def _handle(self, conn: socket.socket) -> None:
+                self._malformed += 1
+            _reply(conn, exc.status, f"tmlbench egress: {exc}")
+            return
+        except OSError:  # header timeout, reset: nothing to answer
+            return
+        key = _key(host, port)
+        if not self.allow.allows(host, port):
+            with self._lock:
+                self._denied += 1
+                self._bump(self._denied_hosts, key)
+            _reply(conn, 403, f"tmlbench egress: {key} is not in the agent's egress allow-list")
+            return
+        upstream, problem = self._connect(host, port)
+        if upstream is None:
+            _reply(conn, 502, f"tmlbench egress: cannot reach {key}: {problem}")
+            return
         try:
-            try:
-                req = _read_head(conn, self.header_timeout)
-                if req.method == "CONNECT":
-                    host, port = parse_authority(req.target, None)
-                    head = b""
-                else:
-                    host, port, head = _plain_http_head(req)
-            except BadRequest as exc:
-                with self._lock:
-                    self._malformed += 1
-                _reply(conn, exc.status, f"tmlbench egress: {exc}")
-                return
-            except OSError:  # header timeout, reset: nothing to answer
-                return
-            key = _key(host, port)
-            if not self.allow.allows(host, port):
-                with self._lock:
-                    self._denied += 1
-                    self._bump(self._denied_hosts, key)
-                _reply(conn, 403, f"tmlbench egress: {key} is not in the agent's egress allow-list")
-                return
-            upstream, problem = self._connect(host, port)
-            if upstream is None:
-                _reply(conn, 502, f"tmlbench egress: cannot reach {key}: {problem}")
-                return
-            try:
-                with self._lock:
-                    self._requests += 1
-                    self._bump(self._hosts, key)
-                conn.settimeout(None)
-                if req.method == "CONNECT":
-                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                first = head + req.rest
-                if first:
-                    self._count_up(len(first))
-                    upstream.sendall(first)
-                splice(conn, upstream, self._count_up, self._count_down)
-            except OSError:
-                return
-            finally:
-                self._untrack(upstream)
-        except Exception:  # never let one connection take the proxy down
-            log.exception("egress connection failed")
-        finally:
-            self._untrack(conn)
             with self._lock:
-                self._handlers.discard(threading.current_thread())
+                self._requests += 1
+                self._bump(self._hosts, key)
+            conn.settimeout(None)
+            if req.method == "CONNECT":
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            first = head + req.rest
+            if first:
+                self._count_up(len(first))
+                upstream.sendall(first)
+            splice(conn, upstream, self._count_up, self._count_down)
+        except OSError:
+            return
+        finally:
+            self._untrack(upstream)
 
     def _connect(self, host: str, port: int) -> tuple[socket.socket | None, str]:
         """(connected socket, "") or (None, what went wrong)."""

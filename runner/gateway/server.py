@@ -9,11 +9,9 @@ import http.client
 import ipaddress
 import json
 import logging
-import os
 import re
 import socket
 import ssl
-import stat
 import threading
 import time
 import urllib.parse
@@ -35,6 +33,7 @@ from runner.gateway.usage import (
     summarize_request,
 )
 from runner.llm.client import FATAL_CODES, RETRYABLE_STATUS
+from runner.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
 
@@ -443,7 +442,7 @@ class _Transcript:
                 fh.close()
 
 
-class ProviderGateway:
+class ProviderGateway(SocketServer):
     """Forwards a sandboxed CLI's provider requests, adding the real key; see the package doc.
 
     ``socket_path``'s folder must exist. Use as a context manager, or ``start()``/``stop()``.
@@ -476,7 +475,7 @@ class ProviderGateway:
             port = url.port or (443 if url.scheme == "https" else 80)
         except ValueError:
             raise ValueError(f"gateway base_url {base_url!r} has an invalid port") from None
-        self.socket_path = Path(socket_path)
+        super().__init__(socket_path, max_connections)
         self.protocol: Protocol = protocol
         self.base_url = base_url
         self._scheme = url.scheme
@@ -494,21 +493,12 @@ class ProviderGateway:
         self.request_timeout = request_timeout
         self.connect_timeout = min(connect_timeout, request_timeout)
         self.max_body_bytes = max_body_bytes
-        self.max_connections = max_connections
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self._proxy = self._proxy_for(url.scheme, url.hostname)
         self._ssl = ssl.create_default_context() if url.scheme == "https" else None
         self.transcript_path = Path(transcript_path)
         self._transcript = _Transcript(self.transcript_path, self._api_key, max_transcript_bytes)
-        self._lock = threading.Lock()
-        self._listener: socket.socket | None = None
-        self._accept_thread: threading.Thread | None = None
-        self._handlers: set[threading.Thread] = set()
-        self._rejecting = 0  # of the _handlers, how many only answer 503
-        self._sockets: set[socket.socket] = set()
-        self._started = False
-        self._stopping = False
         self._stats: dict[str, Any] = dataclasses.asdict(GatewayStats())
 
     def __repr__(self) -> str:
@@ -523,139 +513,30 @@ class ProviderGateway:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> ProviderGateway:
-        if self._started:
-            raise RuntimeError("a ProviderGateway starts once")
-        self._started = True
-        path = self.socket_path
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"gateway socket folder {path.parent} does not exist")
-        if len(os.fsencode(path)) >= 108:
-            raise OSError(f"gateway socket path {path} is too long for a unix socket (max 107)")
-        if path.is_symlink() or path.exists():
-            if not stat.S_ISSOCK(path.lstat().st_mode):
-                raise FileExistsError(f"{path} exists and is not a socket")
-            path.unlink()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(str(path))
-            os.chmod(path, 0o666)  # the sandbox user may map to another host uid than ours
-            listener.listen(64)
-            self._transcript.open()
-        except OSError:
-            listener.close()
-            raise
-        self._listener = listener
+    def _on_start(self) -> None:
+        self._transcript.open()
         self._transcript.write(
             "gateway_start",
             protocol=self.protocol,
             base_url=self.base_url,
             inside_path=self._base_path,
         )
-        self._accept_thread = threading.Thread(
-            target=self._accept_loop, name="gateway-accept", daemon=True
-        )
-        self._accept_thread.start()
-        return self
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Close the listener and every client and provider connection; idempotent.
-
-        Returns within ``timeout`` seconds even if a provider or a client hangs.
-        """
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            if self._stopping:
-                return
-            self._stopping = True
-            listener, self._listener = self._listener, None
-            sockets = list(self._sockets)
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-            listener.close()
-            with contextlib.suppress(OSError):
-                self.socket_path.unlink()
-        for sock in sockets:  # their threads close them once they notice
-            with contextlib.suppress(OSError, ValueError):
-                # socket.socket's own shutdown: SSLSocket.shutdown would unset its state
-                # under the thread that is reading it.
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        threads = [self._accept_thread] if self._accept_thread else []
-        with self._lock:
-            threads += list(self._handlers)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+    def _on_stop(self) -> None:
         if self._started:
             self._transcript.write("gateway_stop", stats=dataclasses.asdict(self.stats()))
         self._transcript.close()
-
-    def __enter__(self) -> ProviderGateway:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def stats(self) -> GatewayStats:
         with self._lock:
             return GatewayStats(**self._stats)
 
-    # -- bookkeeping -----------------------------------------------------------------------
-
-    def _track(self, sock: socket.socket) -> bool:
-        with self._lock:
-            if self._stopping:
-                return False
-            self._sockets.add(sock)
-            return True
-
-    def _untrack(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.discard(sock)
-        with contextlib.suppress(OSError):
-            sock.close()
-
     # -- serving ---------------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
-        listener = self._listener
-        assert listener is not None
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return  # stop() shut the listener down
-            with self._lock:
-                self._handlers = {t for t in self._handlers if t.is_alive()}
-                serving = len(self._handlers) - self._rejecting
-                if serving < self.max_connections:
-                    handler = self._serve
-                elif self._rejecting < self.max_connections:
-                    # A short-lived thread answers 503, so the accept loop never waits.
-                    handler, self._rejecting = self._reject, self._rejecting + 1
-                else:
-                    handler = None
-                if serving >= self.max_connections:
-                    self._stats["rejected"] += 1
-            if handler is None or not self._track(conn):
-                conn.close()
-                if self._stopping:
-                    return
-                continue
-            thread = threading.Thread(target=handler, args=(conn,), daemon=True)
-            with self._lock:
-                self._handlers.add(thread)
-            thread.start()
-
-    def _reject(self, sock: socket.socket) -> None:
-        try:
-            text = f"too many open connections (max {self.max_connections})"
-            _reply_and_close(sock, 503, text)
-        finally:
-            self._untrack(sock)
-            with self._lock:
-                self._rejecting -= 1
-                self._handlers.discard(threading.current_thread())
+    def _answer_busy(self, sock: socket.socket, text: str) -> None:
+        with self._lock:
+            self._stats["rejected"] += 1
+        _reply_and_close(sock, 503, text)
 
     def _serve(self, sock: socket.socket) -> None:
         client = _Client(sock)
@@ -675,13 +556,8 @@ class ProviderGateway:
                     return
                 if not request.keep_alive:
                     return
-        except Exception:  # never let one connection take the gateway down
-            log.exception("gateway connection failed")
         finally:
             upstream.close()
-            self._untrack(sock)
-            with self._lock:
-                self._handlers.discard(threading.current_thread())
 
     def _read_request(self, client: _Client) -> _Request | None:
         head = client.read_head(self.idle_timeout, self.header_timeout)
