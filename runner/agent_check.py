@@ -37,6 +37,15 @@ KEY_ENV = "TMLBENCH_CHECK_PROVIDER_KEY"
 # What the solving command prints; seen in a later request = its output reached the model.
 COMMAND_OUTPUT = re.compile(r"local_validation_score:\s*[-+]?[0-9]")
 STOP_SLACK_SECONDS = 3.0
+STEP_NAMES = (
+    "CLI installed",
+    "starts",
+    "reaches the gateway",
+    "runs a command",
+    "writes a submission that grades",
+    "usage and transcript recorded",
+    "stops at its budget",
+)
 
 
 @dataclass(frozen=True)
@@ -220,16 +229,8 @@ def _stop_step(record: RunRecord, budget: int, run_dir: Path) -> CheckStep:
 
 
 def _rest_skipped(report: CheckReport, add: Callable[[CheckStep], bool]) -> CheckReport:
-    names = [
-        "starts",
-        "reaches the gateway",
-        "runs a command",
-        "writes a submission that grades",
-        "usage and transcript recorded",
-        "stops at its budget",
-    ]
     done = {s.name for s in report.steps}
-    for name in names:
+    for name in STEP_NAMES:
         if name not in done:
             add(CheckStep(name, None, "not reached"))
     return report

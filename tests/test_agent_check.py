@@ -8,22 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from runner.agent_check import check_agent
+from runner.agent_check import STEP_NAMES, check_agent
 from runner.cli import cli
 from runner.config import REPO_ROOT, Paths
 from runner.registry import load_agent
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
-
-STEPS = [
-    "CLI installed",
-    "starts",
-    "reaches the gateway",
-    "runs a command",
-    "writes a submission that grades",
-    "usage and transcript recorded",
-    "stops at its budget",
-]
 
 # A "CLI" that never calls its model: it prints where it would have gone, and exits.
 SILENT_CLI = """#!/bin/sh
@@ -57,7 +47,7 @@ def test_a_real_cli_passes_every_step(tmp_path: Path):
     paths = paths_with_agents(tmp_path, REPO_ROOT / "agents")
     agent = load_agent(paths.agents_dir, "codex-qwen3-coder-480b")
     report = check_agent(agent, paths, budget=180, stop_budget=15, work_dir=tmp_path / "check")
-    assert [s.name for s in report.steps] == STEPS
+    assert tuple(s.name for s in report.steps) == STEP_NAMES
     assert report.ok, [(s.name, s.detail, s.hint) for s in report.steps if not s.ok]
     by_name = {s.name: s for s in report.steps}
     assert "codex-cli 0.171.0" in by_name["CLI installed"].detail
