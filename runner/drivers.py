@@ -40,7 +40,6 @@ TOOLHOST_DIR = Path(__file__).parent / "llm" / "toolhost"
 TOOLS_INSIDE = "/run/tmlbench/tools"
 CLI_INSIDE = "/opt/tmlbench/cli"
 TRANSCRIPT_FILE = "transcript.jsonl"
-FILE_MAX_BYTES = 1024**2  # a config file written into HOME
 
 
 def preflight(agent: AgentSpec, sandbox: Sandbox, clis_dir: Path | None) -> InstalledCli | None:
@@ -161,10 +160,7 @@ class CommandDriver(ProgramDriver):
         for name, text in self.agent.files.items():
             path = home / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            content = fill(text, fields).encode("utf-8")
-            if len(content) > FILE_MAX_BYTES:
-                raise TmlbenchError(f"agent {self.agent.id}: files.{name} is over 1 MiB")
-            path.write_bytes(content)
+            path.write_text(fill(text, fields), encoding="utf-8")
 
     def __enter__(self) -> CommandDriver:
         self.proxy.start()

@@ -248,6 +248,7 @@ TEMPLATE_FIELDS = (
     "gateway_url",
     "gateway_key",
 )
+FILE_MAX_BYTES = 1024**2  # each of a command agent's config files
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
 
 
@@ -338,6 +339,8 @@ class AgentSpec(Frozen):
             _check_placeholders(f"env.{name}", value)
         for name, text in self.files.items():
             _check_placeholders(f"files.{name}", text)
+            if len(text.encode("utf-8")) > FILE_MAX_BYTES:
+                raise ValueError(f"files.{name}: over {FILE_MAX_BYTES} bytes (a config file)")
             if name.startswith("/") or ".." in Path(name).parts or not name.strip():
                 raise ValueError(f"files.{name}: give a path relative to HOME, without '..'")
         uses_gateway = any(
