@@ -267,13 +267,15 @@ def _first_call_seconds(transcript: Path) -> float | None:
         lines = transcript.read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
+    starts = []
     for line in lines:
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, TypeError):
             event = json.loads(line)
             if isinstance(event, dict) and event.get("event") == "model_call":
-                # ``t`` is written when the call ends; ``seconds`` is how long it took.
-                return float(event.get("t", 0.0)) - float(event.get("seconds", 0.0))
-    return None
+                # ``t`` is written when a call ends, and calls may overlap (a title request
+                # beside the first turn): the earliest start is t - seconds at its smallest.
+                starts.append(float(event["t"]) - float(event.get("seconds", 0.0)))
+    return min(starts, default=None)
 
 
 def _tail(path: Path, limit: int = 400) -> str:

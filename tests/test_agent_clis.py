@@ -28,8 +28,11 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 TASK = "bank-customer-churn-ict-u-ai"
 KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"
 CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "command"]
-# One agent per CLI: the paper's models share a template, so one of each harness is enough.
-ONE_PER_CLI = list({a.harness: a for a in reversed(CLI_AGENTS)}.values())
+# One agent per CLI: the paper's models share a template, so one of each harness is enough
+# (the Qwen3-Coder one, which every template has).
+ONE_PER_CLI = list(
+    {a.harness: a for a in sorted(CLI_AGENTS, key=lambda a: "qwen3-coder" in a.id)}.values()
+)
 
 
 def installed(agent: AgentSpec) -> AgentSpec:
