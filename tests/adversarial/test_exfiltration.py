@@ -21,7 +21,9 @@ def test_private_answers_are_out_of_reach_by_every_route(arena: Arena):
     # Walking up ends at the sandbox's own root: the host's repo and data folders are not there.
     top = report["walk_up"][-1]
     assert top["cwd"] == "/"
-    assert REPO_ROOT.parts[1] not in top["entries"], top["entries"]
+    # (A clone under /tmp shares its top folder's name with the sandbox's own, empty /tmp.)
+    if REPO_ROOT.parts[1] != "tmp":
+        assert REPO_ROOT.parts[1] not in top["entries"], top["entries"]
     assert all(level["cwd"] != str(out.run_dir) for level in report["walk_up"])
     # Had it got the answers, it would have submitted them for a perfect score.
     assert report["submitted"] == "sample"
