@@ -8,8 +8,8 @@ connection per path (as the CLIs hold one) times whole calls, request sent to re
 * direct:             client → provider (TCP)
 * gateway:            client → gateway (unix socket) → provider
 * gateway+forwarder:  client → loopback TCP port → splice → gateway → provider, the path a
-                      CLI in the sandbox takes (runner.egress.forward's splice, in-process)
-* gateway+fwd nodelay: the same with TCP_NODELAY on the forwarder's accepted socket
+                      CLI in the sandbox takes (runner.egress.forward's own code, in-process;
+                      it sets TCP_NODELAY: without it, Nagle held every stream ~40 ms)
 
 Provider and clients disable Nagle's algorithm as real servers, undici and reqwest do.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from machine import describe_machine  # benchmarks/machine.py
 
-from runner.egress.forward import splice
+from runner.egress import forward
 from runner.gateway import ProviderGateway
 
 REPLY = json.dumps(
@@ -109,28 +109,10 @@ class TCPConnection(http.client.HTTPConnection):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def forwarder(unix_path: str, nodelay: bool) -> int:
-    """A loopback TCP port piped to the gateway's socket, as forward.py does in the sandbox.
-
-    ``nodelay``: set TCP_NODELAY on the accepted socket (forward.py does not, today).
-    """
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-
-    def pipe(conn: socket.socket) -> None:
-        if nodelay:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with conn, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as up:
-            up.connect(unix_path)
-            splice(conn, up)
-
-    def serve() -> None:
-        while True:
-            conn, _ = listener.accept()
-            threading.Thread(target=pipe, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
+def forwarder(unix_path: str) -> int:
+    """A loopback TCP port piped to the gateway's socket by forward.py's own code."""
+    listener = forward._listen(0)
+    threading.Thread(target=forward._serve, args=(listener, unix_path), daemon=True).start()
     return listener.getsockname()[1]
 
 
@@ -188,12 +170,7 @@ def main() -> None:
             paths = {
                 "direct": TCPConnection("127.0.0.1", port, timeout=30),
                 "gateway": UnixHTTPConnection(str(sock)),
-                "gateway+forwarder": TCPConnection(
-                    "127.0.0.1", forwarder(str(sock), nodelay=False), timeout=30
-                ),
-                "gateway+fwd nodelay": TCPConnection(
-                    "127.0.0.1", forwarder(str(sock), nodelay=True), timeout=30
-                ),
+                "gateway+forwarder": TCPConnection("127.0.0.1", forwarder(str(sock)), timeout=30),
             }
             for workload in ("small", "stream", "large"):
                 payload = body(workload)
