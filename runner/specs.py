@@ -11,6 +11,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.errors import SpecError, describe_validation_error
+from runner.templates import FIELDS as TEMPLATE_FIELDS
+from runner.templates import unknown_placeholders
 
 
 class Frozen(BaseModel):
@@ -233,27 +235,11 @@ class GatewaySpec(Frozen):
         return self
 
 
-# The placeholders of argv templates, env values and config files (see runner.templates).
-TEMPLATE_FIELDS = (
-    "python",
-    "agent_dir",
-    "workspace",
-    "home",
-    "budget",
-    "seed",
-    "instructions",
-    "prompt",
-    "model",
-    "provider",
-    "gateway_url",
-    "gateway_key",
-)
 FILE_MAX_BYTES = 1024**2  # each of a command agent's config files
-_PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
 
 
 def _check_placeholders(where: str, text: str) -> None:
-    unknown = sorted({n for n in _PLACEHOLDER.findall(text) if n not in TEMPLATE_FIELDS})
+    unknown = unknown_placeholders(text)
     if unknown:
         raise ValueError(
             f"{where}: unknown placeholder(s) {', '.join('{' + n + '}' for n in unknown)} "
