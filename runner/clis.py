@@ -129,6 +129,7 @@ def install(
             }
             (staging / MANIFEST).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
             _readable_by_all(staging)
+            shutil.rmtree(target, ignore_errors=True)  # a folder without manifest: unfinished
             staging.rename(target)
             log(f"installed {spec.describe()} ({reported}) in {target}")
         finally:
