@@ -112,6 +112,11 @@ class TokenPrices(Frozen):
         return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
 
 
+def _require_http_url(field: str, url: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{field} must start with http:// or https://, got {url!r}")
+
+
 class LlmSpec(Frozen):
     """How the built-in coding agent reaches its model: any OpenAI-compatible endpoint."""
 
@@ -140,10 +145,7 @@ class LlmSpec(Frozen):
 
     @model_validator(mode="after")
     def _http_url(self) -> LlmSpec:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"llm.base_url must start with http:// or https://, got {self.base_url!r}"
-            )
+        _require_http_url("llm.base_url", self.base_url)
         return self
 
 
@@ -228,10 +230,7 @@ class GatewaySpec(Frozen):
 
     @model_validator(mode="after")
     def _http_url(self) -> GatewaySpec:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"gateway.base_url must start with http:// or https://, got {self.base_url!r}"
-            )
+        _require_http_url("gateway.base_url", self.base_url)
         return self
 
 
