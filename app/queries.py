@@ -8,6 +8,7 @@ newly published snapshot is picked up on the next query.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import stat
@@ -128,6 +129,32 @@ def _tables(path: Path) -> set[str]:
     return set(frame["name"])
 
 
+def _has_ceiling(path: Path) -> bool:
+    """The snapshot's coverage mart reports the harness-error ceiling (snapshots built before it
+    do not: the pages then leave it out instead of failing)."""
+    try:
+        version = Path(path).stat().st_mtime_ns  # a new snapshot is a new file: asked again
+    except OSError:
+        version = 0
+    return _has_ceiling_in(str(path), version)
+
+
+@functools.lru_cache(maxsize=8)
+def _has_ceiling_in(path: str, version: int) -> bool:
+    # one connection and a catalog query (~70 ms on a busy 2-core VM): once per snapshot
+    frame = _read(
+        Path(path),
+        "select count(*) as n from information_schema.columns where table_schema = 'marts' "
+        "and table_name = 'coverage' and column_name = 'harness_error_ceiling_reached'",
+    )
+    return bool(frame["n"].iloc[0])
+
+
+# A setting stopped at the harness-error ceiling: it still lacks successes, and its harness
+# faults reached its suite's ceiling, so the runner gives it no more attempts (marts.coverage).
+STOPPED = "harness_error_ceiling_reached and missing > 0"
+
+
 def has_runs(path: Path) -> bool:
     """The snapshot exists, is readable and its marts hold at least one attempt."""
     path = Path(path)
@@ -245,19 +272,31 @@ def leaderboard(
 
 def coverage(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     """One row per agent: settings expected, settings still lacking successes, ranked or not,
-    and a badge (✓ ranked / ✗ k settings incomplete)."""
+    a badge (✓ ranked / ✗ k settings incomplete, with how many of them stopped at the
+    harness-error ceiling), its harness faults and its settings stopped at the ceiling."""
     where, params = _where(filters, columns=SETTING)
+    stopped = f"count(*) filter (where {STOPPED})"
+    ceiling_badge, ceiling_cols = "", ""
+    if _has_ceiling(path):
+        ceiling_badge = f"""
+                         || case when {stopped} > 0
+                                 then ' · ⛔ ' || {stopped}
+                                      || ' stopped at the harness-error ceiling'
+                                 else '' end"""
+        ceiling_cols = f""",
+               sum(n_harness_error)::bigint as harness_errors,
+               {stopped} as stopped_at_harness_error_ceiling"""
     return _read(
         path,
         f"""
         select agent_id,
                case when bool_and(agent_is_covered) then '✓ ranked'
                     else '✗ ' || count(*) filter (where missing > 0) || ' of '
-                         || count(*) || ' settings incomplete' end as badge,
+                         || count(*) || ' settings incomplete'{ceiling_badge} end as badge,
                count(*) as settings,
                count(*) filter (where missing > 0) as incomplete_settings,
                sum(missing)::bigint as missing_successes,
-               bool_and(agent_is_covered) as is_ranked
+               bool_and(agent_is_covered) as is_ranked{ceiling_cols}
         from marts.coverage
         where true{where}
         group by agent_id
@@ -267,17 +306,54 @@ def coverage(path: Path, filters: Filters | None = None) -> pd.DataFrame:
     )
 
 
-def setting_scores(path: Path, filters: Filters | None = None) -> pd.DataFrame:
-    """Task × budget medians and quartiles of every agent (one row per setting)."""
+def stopped_settings(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """The settings stopped at the harness-error ceiling (see ``STOPPED``), with their count of
+    harness faults, the ceiling and the successes they lack; empty for snapshots without it."""
+    if not _has_ceiling(path):
+        return pd.DataFrame()
     where, params = _where(filters, columns=SETTING)
     return _read(
         path,
         f"""
-        select agent_id, task_id, budget_seconds, metric_direction, median_score, q1, q3, iqr,
-               n_counted, successes, attempts
-        from marts.setting_scores
+        select agent_id, task_id, budget_seconds,
+               '⛔ ' || n_harness_error || ' harness errors (ceiling '
+                   || harness_error_ceiling || ')' as harness_errors,
+               n_harness_error, harness_error_ceiling, attempts, successes, missing
+        from marts.coverage
+        where {STOPPED}{where}
+        order by agent_id, task_id, budget_seconds
+        """,
+        params,
+    )
+
+
+def setting_scores(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """Task × budget medians and quartiles of every agent (one row per setting), with its
+    harness faults: ``harness_errors`` says "n of <ceiling>", marked ⛔ when the setting stopped
+    at the harness-error ceiling."""
+    where, params = _where(filters, columns=SETTING, alias="s")
+    ceiling_cols, ceiling_join = "", ""
+    if _has_ceiling(path):
+        stopped = "c.harness_error_ceiling_reached and c.missing > 0"  # STOPPED, of alias c
+        ceiling_cols = f""",
+               c.n_harness_error,
+               case when {stopped}
+                    then '⛔ ' || c.n_harness_error || ' of ' || c.harness_error_ceiling
+                         || ': stopped at the ceiling'
+                    else c.n_harness_error
+                         || coalesce(' of ' || c.harness_error_ceiling, '') end
+                   as harness_errors,
+               coalesce({stopped}, false) as stopped_at_harness_error_ceiling"""
+        ceiling_join = "left join marts.coverage c using (agent_id, task_id, budget_seconds)"
+    return _read(
+        path,
+        f"""
+        select s.agent_id, s.task_id, s.budget_seconds, s.metric_direction, s.median_score,
+               s.q1, s.q3, s.iqr, s.n_counted, s.successes, s.attempts{ceiling_cols}
+        from marts.setting_scores s
+        {ceiling_join}
         where true{where}
-        order by task_id, budget_seconds, agent_id
+        order by s.task_id, s.budget_seconds, s.agent_id
         """,
         params,
     )

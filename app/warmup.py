@@ -35,3 +35,4 @@ def warm_queries() -> None:
     _common.query("filter_options", path)
     _common.query("leaderboard", path, "best_budget", queries.Filters())
     _common.query("coverage", path, queries.Filters())
+    _common.query("stopped_settings", path, queries.Filters())

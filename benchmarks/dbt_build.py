@@ -29,7 +29,7 @@ AGENTS, TASKS, BUDGETS = 20, 4, (60, 300, 900)
 
 GENERATE = """
 insert into raw.runs (
-    run_id, schema_version, created_at, agent_id, agent_kind, harness, harness_version,
+    run_id, schema_version, created_at, suite_id, agent_id, agent_kind, harness, harness_version,
     task_id, metric_name, metric_direction, budget_seconds, instruction_profile,
     attempt_index, seed, sandbox_backend, sandbox_isolated, sandbox_unsafe, status,
     score, score_hib, task_spec_sha256, tmlbench_version, source, record_sha256, loaded_at
@@ -64,6 +64,7 @@ select
     'run-' || i,
     1,
     timestamptz '2026-01-01 00:00:00+00' + to_seconds(i // ($agents * $tasks * 3)),
+    'bench',
     'agent-' || lpad(agent::varchar, 2, '0'),
     'baseline', 'synthetic', '1',
     'task-' || task,
@@ -84,6 +85,8 @@ def generate(path: Path, n: int) -> float:
     started = time.perf_counter()
     with duckdb.connect(str(path)) as con:
         con.execute(GENERATE, {"n": n, "agents": AGENTS, "tasks": TASKS})
+        # the suite the runs name: setting_success_rates joins its harness-error ceiling
+        con.execute("insert into raw.suites values ('bench', 'bench', 5, 10, 3, 'x', now())")
     return time.perf_counter() - started
 
 

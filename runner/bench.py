@@ -124,12 +124,27 @@ def setting_records(runs_dir: Path, setting: Setting) -> list[RunRecord]:
     return sorted(records, key=lambda r: r.attempt_index)
 
 
-def next_attempt_indices(records: list[RunRecord], wanted: int, ceiling: int) -> list[int]:
-    """Attempt indices still to run: enough for ``wanted`` successes, never past ``ceiling``.
+def harness_error_count(records: list[RunRecord]) -> int:
+    """How many of a setting's attempts ended in ``harness_error`` (a harness that died
+    mid-attempt included: whatever killed it may come back on every re-run)."""
+    return sum(r.status == "harness_error" for r in records)
+
+
+def next_attempt_indices(
+    records: list[RunRecord],
+    wanted: int,
+    ceiling: int,
+    harness_error_ceiling: int | None = None,
+) -> list[int]:
+    """Attempt indices still to run: enough for ``wanted`` successes, never past ``ceiling``
+    agent attempts, and none once the setting has ``harness_error_ceiling`` harness errors.
 
     Harness errors do not use up the agent's allowance (they are not the agent's doing), but
-    their run ids stay taken: records are immutable.
+    their run ids stay taken: records are immutable. As they are re-run, a fault that keeps
+    coming back would re-run the setting forever; the harness-error ceiling ends that.
     """
+    if harness_error_ceiling is not None and harness_error_count(records) >= harness_error_ceiling:
+        return []
     successes = sum(r.status == "success" for r in records)
     used = sum(r.status != "harness_error" for r in records)
     need = min(wanted - successes, ceiling - used)
@@ -140,13 +155,20 @@ def next_attempt_indices(records: list[RunRecord], wanted: int, ceiling: int) ->
 
 @dataclass
 class SettingOutcome:
-    """Where a setting stands after a run: all its records and what went wrong in the harness."""
+    """Where a setting stands after a run: all its records and what went wrong in the harness.
+
+    ``harness_errors`` lists this run's harness faults and, first, ``ceiling_note`` (why the
+    setting gets no more attempts) when it is stopped at the harness-error ceiling.
+    """
 
     setting: Setting
     wanted: int
     records: list[RunRecord] = field(default_factory=list)
     new: int = 0
     harness_errors: list[str] = field(default_factory=list)
+    attempt_ceiling: int | None = None  # the suite's: None = no cap on the agent's attempts
+    harness_error_ceiling: int | None = None  # the suite's: None = no ceiling
+    ceiling_note: str | None = None
 
     @property
     def successes(self) -> int:
@@ -155,6 +177,37 @@ class SettingOutcome:
     @property
     def complete(self) -> bool:
         return self.successes >= self.wanted
+
+    @property
+    def n_harness_errors(self) -> int:
+        return harness_error_count(self.records)
+
+    @property
+    def stopped_at_harness_error_ceiling(self) -> bool:
+        """It still wants attempts (successes lacking, allowance left), but has as many
+        harness errors as the ceiling allows."""
+        if self.harness_error_ceiling is None or self.n_harness_errors < self.harness_error_ceiling:
+            return False
+        if self.attempt_ceiling is None:
+            return not self.complete
+        return bool(next_attempt_indices(self.records, self.wanted, self.attempt_ceiling))
+
+    def ceiling_message(self, runs_dir: Path) -> str:
+        """Which setting stopped, with how many harness errors, and where to look."""
+        setting = self.setting
+        errors = [r for r in self.records if r.status == "harness_error"]
+        latest = max(errors, key=lambda r: (r.created_at, r.run_id))
+        shown = ", ".join(r.run_id for r in errors[-5:])
+        first_line = (latest.error_message or "(no error message)").splitlines()[0][:300]
+        return (
+            f"{setting.key} (profile {setting.instruction_profile}) stopped at the harness-error "
+            f"ceiling: {len(errors)} harness_error attempts (suite {setting.suite_id or '(none)'}, "
+            f"harness_error_ceiling: {self.harness_error_ceiling}); it still lacks "
+            f"{max(self.wanted - self.successes, 0)} success(es) and gets no more attempts. "
+            f"Look at {runs_dir}/<run_id>/record.json (error_message) and harness_error.txt "
+            f"(the traceback) of {shown}; the latest says: {first_line}. Fix the fault, then "
+            f"raise harness_error_ceiling in the suite's file to resume the setting."
+        )
 
     def status_counts(self) -> dict[str, int]:
         return dict(Counter(r.status for r in self.records))
@@ -200,9 +253,20 @@ def run_settings(
     other settings carry on. The exception: an attempt found unfinished by an earlier harness
     that was killed (``died_mid_attempt``) is recorded as ``harness_error`` and its setting simply
     goes on with the next attempt index (that fault is past, not this run's).
+
+    Across calls, a setting with ``suite.harness_error_ceiling`` harness_error records (of this
+    run or earlier ones, died-mid-attempt ones included) gets no more attempts at all; if it still
+    lacks successes, why is the first entry of its ``harness_errors``.
     """
     outcomes = {
-        s.key: SettingOutcome(s, suite.attempts, setting_records(runs_dir, s)) for s in settings
+        s.key: SettingOutcome(
+            s,
+            suite.attempts,
+            setting_records(runs_dir, s),
+            attempt_ceiling=suite.attempt_ceiling,
+            harness_error_ceiling=suite.harness_error_ceiling,
+        )
+        for s in settings
     }
     if on_done:
         for outcome in outcomes.values():
@@ -214,7 +278,10 @@ def run_settings(
             for outcome in outcomes.values()
             if not outcome.harness_errors
             for index in next_attempt_indices(
-                outcome.records, suite.attempts, suite.attempt_ceiling
+                outcome.records,
+                suite.attempts,
+                suite.attempt_ceiling,
+                suite.harness_error_ceiling,
             )
         ]
         if not plans:
@@ -238,6 +305,9 @@ def run_settings(
                     on_done(record, True)
     for outcome in outcomes.values():
         outcome.records.sort(key=lambda r: r.attempt_index)
+        if outcome.stopped_at_harness_error_ceiling:
+            outcome.ceiling_note = outcome.ceiling_message(runs_dir)
+            outcome.harness_errors.insert(0, outcome.ceiling_note)
     return list(outcomes.values())
 
 
@@ -378,7 +448,25 @@ def run_suite(
     )
     failures = [error for outcome in outcomes for error in outcome.harness_errors]
     if failures:
-        shown = "\n  ".join(failures[:10])
-        raise TmlbenchError(f"{len(failures)} attempt(s) could not be run:\n  {shown}")
+        raise TmlbenchError(harness_failure_report(outcomes))
     records = [r for outcome in outcomes for r in outcome.records]
     return sorted(records, key=lambda r: (r.created_at, r.run_id))
+
+
+def harness_failure_report(outcomes: list[SettingOutcome], limit: int = 10) -> str:
+    """What went wrong in the harness during a run, for the terminal: the settings stopped at
+    the harness-error ceiling first (each says where to look), then this run's faults."""
+    stopped = [o.ceiling_note for o in outcomes if o.ceiling_note]
+    faults = [e for o in outcomes for e in o.harness_errors if e != o.ceiling_note]
+    parts = []
+    if stopped:
+        parts.append(f"{len(stopped)} setting(s) stopped at the harness-error ceiling:")
+        parts += [f"  {line}" for line in stopped[:limit]]
+        if len(stopped) > limit:
+            parts.append(f"  … and {len(stopped) - limit} more")
+    if faults:
+        parts.append(f"{len(faults)} attempt(s) could not be run:")
+        parts += [f"  {line}" for line in faults[:limit]]
+        if len(faults) > limit:
+            parts.append(f"  … and {len(faults) - limit} more")
+    return "\n".join(parts)

@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import HarnessError, TmlbenchError, describe_validation_error
 
-# 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts.
+# 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts;
+# 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes.
 # Records of older versions stay valid.
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
 TEMP_PREFIX = ".record."  # write_record's temporary files, next to record.json
@@ -106,6 +107,17 @@ class RunRecord(BaseModel):
     )
     egress_bytes_up: int | None = None
     egress_bytes_down: int | None = None
+
+    # The workspace when the attempt ended (schema 4): what its own filesystem held, and
+    # whether the disk cap ended the attempt (then nothing the agent wrote was kept: only the
+    # listing of its largest files, a run file). What the sandbox noted, for diagnosis.
+    workspace_bytes: int | None = None
+    workspace_files: int | None = None
+    workspace_removed: bool | None = None
+    workspace_listing_path: str | None = Field(
+        default=None, description="relative to the run folder"
+    )
+    sandbox_notes: list[str] | None = None
 
     task_spec_sha256: str
     public_manifest_sha256: str | None = None

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from runner.errors import SpecError, describe_validation_error
 from runner.templates import FIELDS as TEMPLATE_FIELDS
@@ -91,6 +98,9 @@ class AgentLimits(Frozen):
     memory_gb: float = Field(default=4.0, gt=0)
     pids: int = Field(default=256, gt=0)
     disk_gb: float = Field(default=2.0, gt=0)
+    files: int = Field(
+        default=200_000, gt=0, description="files and folders the workspace may hold (inodes)"
+    )
 
 
 class ModelIdentity(Frozen):
@@ -367,6 +377,8 @@ class SuiteSpec(Frozen):
 
     A setting (agent, task, budget) is done once it has ``attempts`` successes, or once the
     agent has used ``max_attempts`` attempts (harness faults never count against the agent).
+    Harness faults are re-run, so a fault that keeps coming back would re-run a setting forever:
+    once a setting has ``harness_error_ceiling`` harness_error attempts it gets no more.
     """
 
     id: str
@@ -379,6 +391,11 @@ class SuiteSpec(Frozen):
         default=None,
         gt=0,
         description="agent attempts per setting before giving up; None = 2 × attempts",
+    )
+    harness_error_ceiling: int = Field(
+        default=3,
+        description="harness_error attempts a setting may have before it gets no more attempts "
+        "(they do not use up max_attempts, so without a ceiling a recurring fault re-runs forever)",
     )
     instruction_profile: str = Field(
         default="standard", description="profile of every budget not named in instruction_profiles"
@@ -405,6 +422,17 @@ class SuiteSpec(Frozen):
         gt=0,
         description="CPU cores pinned to each attempt; None = each agent's own limits.cpus",
     )
+
+    @field_validator("harness_error_ceiling", mode="before")
+    @classmethod
+    def _whole_ceiling(cls, value: object) -> object:
+        # before pydantic's coercion: true, 2.5 or "3" in a suite file is a mistake, not a number
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                "must be a whole number of at least 1 (a setting gets no more attempts once it "
+                f"has this many harness_error attempts), got {value!r}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _consistent_suite(self) -> SuiteSpec:

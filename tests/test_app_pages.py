@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from tests.test_app_queries import (  # noqa: F401  (app_snapshot: the session fixture)
@@ -75,7 +76,7 @@ def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypat
     successes = at.dataframe[0].value
     assert 0 < len(successes) < total and set(successes["status"]) == {"success"}
     assert at.selectbox[0].value == successes["run_id"].iloc[0]
-    assert at.subheader[0].value == successes["run_id"].iloc[0]
+    assert at.subheader[0].value == f"` {successes['run_id'].iloc[0]} `"  # literally
     assert at.json, "the opened attempt shows its record"
 
 
@@ -133,7 +134,7 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # 
     assert not at.exception
     assert list(at.dataframe[0].value["agent_id"]) == ["beta"]
     assert list(at.dataframe[1].value["agent_id"]) == ["beta"]  # coverage too
-    assert "agents: beta" in _text(at)
+    assert "agents: ` beta `" in _text(at)  # an id from a spec file: literally
     for page in ("reliability", "rank_stability", "time_scaling", "cost"):
         at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, page
@@ -165,7 +166,7 @@ def test_cost_page_shows_known_and_unknown_cost(app_snapshot: Path, monkeypatch)
     agents = at.dataframe[0].value.set_index("agent_id")
     assert agents.loc["alpha", "cost_mean_usd"] == pytest.approx(ALPHA_COST)
     assert agents["cost_total_usd"][["beta", "gamma"]].isna().all()  # unknown, not $0
-    assert "Cost unknown for: beta, gamma" in _text(at)
+    assert "Cost unknown for: ` beta `, ` gamma `" in _text(at)
     assert len(_charts(at)) == 2  # points per dollar, tokens
     settings = at.dataframe[1].value
     assert {"points_per_dollar", "cost_per_success_usd", "tokens_in_mean"} <= set(settings)
@@ -189,3 +190,129 @@ def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):  
     monotone = at.dataframe[1].value.set_index("agent_id")
     assert monotone.loc["alpha", "monotone"] == "3 / 3"
     assert len(_charts(at)) == 2
+
+
+def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
+    app_snapshot: Path,  # noqa: F811
+    monkeypatch,
+):
+    at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
+    coverage = at.dataframe[1].value.set_index("agent_id")
+    assert coverage.loc["gamma", "badge"].endswith("⛔ 1 stopped at the harness-error ceiling")
+    assert coverage.loc["gamma", "harness_errors"] == 3
+    warning = " ".join(str(w.value) for w in at.warning)
+    assert "1 setting(s) stopped at the harness-error ceiling" in warning
+    assert "harness_error_ceiling" in warning and "Run explorer" in warning
+    stopped = at.dataframe[2].value
+    assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
+        ["gamma", "t2", 600]
+    ]
+    assert stopped["harness_errors"].tolist() == ["⛔ 3 harness errors (ceiling 3)"]
+
+    at = _run("app_pages/settings.py", app_snapshot, monkeypatch)
+    assert not any("harness-error ceiling" in str(w.value) for w in at.warning)  # t1: none
+    at.selectbox(key="task").set_value("t2").run()
+    assert not at.exception
+    assert any("1 setting(s) of this task stopped" in str(w.value) for w in at.warning)
+    table = at.dataframe[0].value.set_index(["agent_id", "budget_seconds"])
+    assert table.loc[("gamma", 600), "harness_errors"] == "⛔ 3 of 3: stopped at the ceiling"
+    assert table.loc[("alpha", 600), "harness_errors"] == "0 of 3"
+
+
+# Text an agent controls, with everything Streamlit's Markdown would render: an image (fetched
+# at once), a javascript: link, raw HTML, a heading (on its own line), a code span's backtick,
+# a colour directive, LaTeX and an emoji shortcode.
+HOSTILE = (
+    "![x](http://127.0.0.1:9/pixel.png) [click](javascript:alert(1)) "
+    "<img src=x onerror=alert(1)>\n# Heading from the agent\n`tick` :red[red] $x^2$ :smile:"
+)
+HOSTILE_MARKERS = ("127.0.0.1:9", "javascript:", "onerror", "Heading from the agent", ":red[")
+HOSTILE_TRANSCRIPT = [
+    {"event": "start", "t": 0.0, "model": HOSTILE, "base_url": HOSTILE, "budget_seconds": HOSTILE,
+     "system": HOSTILE, "instructions": HOSTILE},
+    {"event": "response", "t": 1.0, "seconds": HOSTILE, "usage": {"note": HOSTILE},
+     "message": {"role": "assistant", "content": HOSTILE}},
+    {"event": "tool", "t": 1.5, "name": HOSTILE, "seconds": 0.1, "arguments": {"command": HOSTILE},
+     "result": HOSTILE},
+    {"event": "malformed_tool_call", "t": 2.0, "raw": HOSTILE},
+    {"event": "end", "t": 3.0, "reason": HOSTILE, "provider_error": HOSTILE},
+]  # fmt: skip
+# every element whose body Streamlit renders as Markdown
+MARKDOWN_ELEMENTS = (
+    "markdown", "caption", "title", "header", "subheader", "error", "warning", "info", "success",
+    "toast",
+)  # fmt: skip
+
+
+def _markdown_problems(at: AppTest) -> list[str]:
+    """What a CommonMark parser finds in the Markdown bodies of the page: images, links or raw
+    HTML at all, and agent text outside a code span (where GFM autolinks, Streamlit's directives,
+    emoji and LaTeX would apply)."""
+    parser = MarkdownIt("commonmark", {"html": True})
+    problems = []
+    for name in MARKDOWN_ELEMENTS:
+        for element in getattr(at, name):
+            body = str(element.value)
+            for token in parser.parse(body):
+                if token.type in ("html_block", "heading_open") and any(
+                    m in body for m in HOSTILE_MARKERS
+                ):
+                    problems.append(f"{name}: {token.type} in {body!r}")
+                for child in token.children or []:
+                    if child.type in ("image", "link_open", "html_inline"):
+                        problems.append(f"{name}: {child.type} in {body!r}")
+                    if child.type == "text" and any(m in child.content for m in HOSTILE_MARKERS):
+                        problems.append(f"{name}: agent text outside a code span in {body!r}")
+    return problems
+
+
+def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):  # noqa: F811
+    from app import queries
+
+    real_record = queries.run_record
+
+    def hostile_record(path, run_id):
+        record = real_record(path, run_id)
+        return record | {
+            "validation_code": "wrong_columns",
+            "validation_message": f"the header is {HOSTILE!r}",
+            "error_message": HOSTILE,
+            "egress_denied_hosts": {f"{HOSTILE}:443": 2},
+        }
+
+    monkeypatch.setattr(queries, "run_record", hostile_record)
+    monkeypatch.setattr(queries, "run_transcript", lambda record: HOSTILE_TRANSCRIPT)
+    monkeypatch.setattr(queries, "run_file_preview", lambda record, field, limit=0: HOSTILE)
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+
+    assert _markdown_problems(at) == []
+    assert not at.image and not at.html and not at.latex
+    codes = [str(c.value) for c in at.code]
+    texts = [str(t.value) for t in at.text]
+    assert f"the header is {HOSTILE!r}" in codes  # the validation message, verbatim
+    assert codes.count(HOSTILE) >= 3 + 4  # error, stdout, stderr, submission; transcript
+    assert texts.count(HOSTILE) == 1  # the model's reply
+    assert any("wrong_columns" in str(e.value) for e in at.error)
+    usage = " ".join(str(c.value) for c in at.caption)
+    assert "egress denied hosts" in usage and "127.0.0.1:9" in usage  # shown, but as code
+
+    # the checker itself: the old rendering (Markdown straight from the record) is caught
+    from streamlit.testing.v1 import AppTest as Fresh
+
+    naive = Fresh.from_string(f"import streamlit as st\nst.error({HOSTILE!r})")
+    naive.run()
+    problems = _markdown_problems(naive)
+    assert any("image" in p for p in problems) and any("html" in p for p in problems)
+
+
+def test_literal_survives_backticks_and_line_breaks():
+    from app.app_pages._common import literal
+
+    parser = MarkdownIt("commonmark", {"html": True})
+    for text in (HOSTILE, "``x``", "`", " lead", "a\r\n# b", "x" * 400):
+        shown = literal(text)
+        tokens = parser.parse(f"before {shown} after")
+        assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+        kinds = [c.type for c in tokens[1].children]
+        assert kinds == ["text", "code_inline", "text"], (text, kinds)
+    assert literal("") == "" and literal(None) == ""

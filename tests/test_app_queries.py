@@ -12,7 +12,7 @@ import pytest
 from app import queries
 from runner.records import write_record
 from tests.records import T0, make_record
-from tests.test_dbt_build import insert_agents, insert_tasks
+from tests.test_dbt_build import insert_agents, insert_suites, insert_tasks
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts
@@ -26,6 +26,7 @@ TASK_STARTS = {"t1": dt.date(2025, 1, 1), "t2": dt.date(2025, 6, 1), "t3": dt.da
 CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": None}
 ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
 LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
+SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling
 
 
 def _records():
@@ -60,6 +61,11 @@ def _records():
     records.append(
         make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="other")
     )
+    # gamma's t2 at 600 s: three harness faults, its suite's ceiling: stopped there
+    for minute in (10, 11, 12):
+        records.append(
+            make_record("gamma", "t2", 600, minute, status="harness_error", suite_id="other")
+        )
     return records
 
 
@@ -80,6 +86,7 @@ def build_snapshot(root: Path) -> Path:
     assert not report.rejected, report.rejected
     insert_tasks(warehouse, {t: (d, TASK_STARTS[t]) for t, d in TASKS.items()})
     insert_agents(warehouse, CUTOFFS)
+    insert_suites(warehouse, SUITES)
     build_marts(warehouse, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=root / "dbt")
     snapshot = root / "warehouse.snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)
@@ -134,7 +141,7 @@ def test_coverage_says_who_is_not_ranked(app_snapshot: Path):
 
 def test_setting_scores_and_success_rates(app_snapshot: Path):
     scores = queries.setting_scores(app_snapshot)
-    assert len(scores) == 2 * len(TASKS) * len(BUDGETS) + 1
+    assert len(scores) == 2 * len(TASKS) * len(BUDGETS) + 2  # gamma: t1 60 s, t2 600 s
     row = scores.set_index(["agent_id", "task_id", "budget_seconds"]).loc[("alpha", "t1", 60)]
     assert row["median_score"] == pytest.approx(0.6 + 0.006 + 0.002)
     rates = queries.success_rates(app_snapshot).set_index("agent_id")
@@ -222,7 +229,9 @@ def test_leaderboard_badges_and_metadata(app_snapshot: Path):
     assert {"harness", "provider", "model_id", "success_rate"} <= set(board.columns)
     cov = queries.coverage(app_snapshot).set_index("agent_id")
     assert cov.loc["alpha", "badge"] == "✓ ranked"
-    assert cov.loc["gamma", "badge"] == f"✗ {settings} of {settings} settings incomplete"
+    assert cov.loc["gamma", "badge"] == (
+        f"✗ {settings} of {settings} settings incomplete · ⛔ 1 stopped at the harness-error ceiling"
+    )
 
 
 def test_filters_select_rows_of_the_marts(app_snapshot: Path):
@@ -240,7 +249,7 @@ def test_filters_select_rows_of_the_marts(app_snapshot: Path):
     other = queries.Filters(suites=("other",))
     assert queries.leaderboard(app_snapshot, "best_budget", other).empty
     assert list(queries.success_rates(app_snapshot, other)["agent_id"]) == ["gamma"]
-    assert set(queries.setting_scores(app_snapshot, other)["task_id"]) == {"t1"}
+    assert set(queries.setting_scores(app_snapshot, other)["task_id"]) == {"t1", "t2"}
     assert list(queries.agent_costs(app_snapshot, beta)["agent_id"]) == ["beta"]
     assert queries.performance_stability(app_snapshot, beta)["agent_id"].tolist() == ["beta"]
 
@@ -254,7 +263,7 @@ def test_filters_select_attempts(app_snapshot: Path):
     first_day = queries.Filters(start=T0.date(), end=T0.date())
     assert queries.run_count(app_snapshot, first_day) == total - 1
     other = queries.Filters(suites=("other",))
-    assert queries.run_count(app_snapshot, other) == 3
+    assert queries.run_count(app_snapshot, other) == 6
     assert queries.run_count(app_snapshot, other, ("runtime_error",)) == 1
     newest = queries.runs(app_snapshot, limit=5)
     assert len(newest) == 5
@@ -308,3 +317,40 @@ def test_cost_marts_keep_unknown_cost_unknown(app_snapshot: Path):
     assert alpha["points"] == pytest.approx(1.0)
     assert alpha["points_per_dollar"] == pytest.approx(1.0 / ALPHA_COST)
     assert pd.isna(settings.loc[("beta", "t1", 60), "cost_mean_usd"])
+
+
+def test_settings_stopped_at_the_harness_error_ceiling(app_snapshot: Path):
+    cov = queries.coverage(app_snapshot).set_index("agent_id")
+    assert cov["harness_errors"].to_dict() == {"alpha": 0, "beta": 0, "gamma": 3}
+    assert cov["stopped_at_harness_error_ceiling"].to_dict() == {"alpha": 0, "beta": 0, "gamma": 1}
+    stopped = queries.stopped_settings(app_snapshot)
+    assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
+        ["gamma", "t2", 600]
+    ]
+    row = stopped.iloc[0]
+    assert row["harness_errors"] == "⛔ 3 harness errors (ceiling 3)"
+    assert (row["n_harness_error"], row["harness_error_ceiling"], row["missing"]) == (3, 3, 5)
+    assert queries.stopped_settings(app_snapshot, queries.Filters(agents=("beta",))).empty
+
+    scores = queries.setting_scores(app_snapshot).set_index(
+        ["agent_id", "task_id", "budget_seconds"]
+    )
+    assert scores.loc[("gamma", "t2", 600), "harness_errors"] == "⛔ 3 of 3: stopped at the ceiling"
+    assert bool(scores.loc[("gamma", "t2", 600), "stopped_at_harness_error_ceiling"])
+    assert scores.loc[("alpha", "t1", 60), "harness_errors"] == "0 of 3"
+    assert int(scores["stopped_at_harness_error_ceiling"].sum()) == 1
+
+
+def test_snapshots_without_the_ceiling_still_serve_the_pages(app_snapshot: Path, tmp_path: Path):
+    """A snapshot published before the ceiling existed: the columns are left out, no error."""
+    import duckdb
+
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(app_snapshot.read_bytes())
+    with duckdb.connect(str(old)) as con:
+        for column in ("n_harness_error", "harness_error_ceiling", "harness_error_ceiling_reached"):
+            con.execute(f"alter table marts.coverage drop column {column}")
+    assert queries.stopped_settings(old).empty
+    cov = queries.coverage(old).set_index("agent_id")
+    assert "harness_errors" not in cov and cov.loc["gamma", "badge"].endswith("incomplete")
+    assert "harness_errors" not in queries.setting_scores(old)

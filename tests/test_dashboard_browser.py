@@ -13,6 +13,7 @@ finished). A screenshot of every page goes to ``test-artifacts/dashboard/<page>.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import re
@@ -95,13 +96,58 @@ def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:
                     )
 
 
-def build_snapshot(root: Path, records) -> Path:
-    """records → run folders → warehouse (with the repo's specs) → dbt marts → snapshot."""
+# Text an agent controls (its submission's header, its output, its model's replies), with what
+# Markdown would render: an image the browser would fetch at once, a javascript: link, raw HTML
+# and a heading. The run explorer must show it as text.
+PIXEL = "http://127.0.0.1:9/pixel.png"
+HOSTILE = (
+    f"![x]({PIXEL}) [click](javascript:alert(1)) <img src=x onerror=alert(1)>\n"
+    "# Heading from the agent\n"
+)
+HOSTILE_RUN = "baseline-constant__bank-customer-churn-ict-u-ai__240s__standard__a99"
+
+
+def hostile_attempt() -> tuple:
+    """The newest attempt (so the run explorer opens it): an invalid submission whose messages,
+    logs and transcript carry HOSTILE; returns the record and the files of its run folder."""
+    record = make_record(
+        "baseline-constant",
+        "bank-customer-churn-ict-u-ai",
+        240,
+        minute=99,
+        status="invalid_submission",
+        score=None,
+        run_id=HOSTILE_RUN,
+        validation_code="wrong_columns",
+        validation_message=f"the header is {HOSTILE!r}",
+        error_message=HOSTILE,
+        egress_denied_hosts={f"{HOSTILE}:443": 1},
+        stdout_path="stdout.log",
+        transcript_path="transcript.jsonl",
+    )
+    events = [
+        {"event": "start", "t": 0.0, "model": HOSTILE, "base_url": PIXEL, "budget_seconds": 240,
+         "system": HOSTILE, "instructions": HOSTILE},
+        {"event": "response", "t": 1.0, "seconds": 0.5, "usage": {"note": HOSTILE},
+         "message": {"role": "assistant", "content": HOSTILE}},
+        {"event": "tool", "t": 1.5, "name": HOSTILE, "seconds": 0.1,
+         "arguments": {"command": HOSTILE}, "result": HOSTILE},
+        {"event": "end", "t": 2.0, "reason": HOSTILE, "provider_error": HOSTILE},
+    ]  # fmt: skip
+    transcript = "\n".join(json.dumps(e) for e in events) + "\n"
+    return record, {"stdout.log": HOSTILE, "transcript.jsonl": transcript}
+
+
+def build_snapshot(root: Path, records, files: dict[str, dict[str, str]] | None = None) -> Path:
+    """records → run folders (plus ``files``: run_id → name → text) → warehouse (with the
+    repo's specs) → dbt marts → snapshot."""
     runs = root / "runs"
     for record in records:
         run_dir = runs / record.run_id
         run_dir.mkdir(parents=True)
         write_record(run_dir, record)
+        for name, text in (files or {}).get(record.run_id, {}).items():
+            (run_dir / name).write_text(text, encoding="utf-8")
     warehouse = root / "warehouse.duckdb"
     con = connect(warehouse)
     try:
@@ -209,7 +255,10 @@ def page_slug(url: str, base: str) -> str:
 
 @pytest.fixture(scope="module")
 def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_snapshot(tmp_path_factory.mktemp("dashboard"), demo_records())
+    hostile, files = hostile_attempt()
+    return build_snapshot(
+        tmp_path_factory.mktemp("dashboard"), [*demo_records(), hostile], {HOSTILE_RUN: files}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -276,5 +325,56 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
         charts = {slug: n for slug, (_, n) in visited.items()}
         assert charts["cost"] >= 2 and charts["reliability"] >= 3, visited
         assert charts["settings"] >= 2 and charts["time_scaling"] >= 2, visited
+    finally:
+        page.close()
+
+
+def test_run_explorer_shows_agent_text_as_text(browser, app_url: str) -> None:
+    """No <img>, <a> or heading made from an agent's text reaches the DOM, nothing is fetched
+    from the URL in it, and the text itself is there, verbatim."""
+    # Streamlit draws elements outside the viewport as skeletons: a viewport taller than the
+    # page keeps every element in the DOM while it is checked
+    page = browser.new_page(viewport={"width": 1600, "height": 4000})
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    try:
+        page.goto(f"{app_url}/run_explorer", wait_until="domcontentloaded")
+        page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+        wait_until_drawn(page)
+        page.get_by_role("tab", name="Transcript").click()
+        page.get_by_text("System prompt and task").click()
+        wait_until_idle(page)
+        page.wait_for_function(
+            """() => !document.querySelector('[data-testid="stSkeleton"]')""",
+            timeout=RENDER_TIMEOUT_MS,
+        )
+        assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "run_explorer_agent_text.png"), full_page=True)
+
+        main = page.locator('[data-testid="stMain"]')
+        assert main.locator(f'img[src="{PIXEL}"], img[src="x"], img[onerror]').count() == 0
+        assert page.locator('a[href^="javascript:"]').count() == 0
+        assert main.locator("a", has_text="click").count() == 0
+        assert (
+            main.locator("h1, h2, h3, h4, h5, h6", has_text="Heading from the agent").count() == 0
+        )
+        assert not [url for url in fetched if "127.0.0.1:9" in url], fetched
+        shown = main.inner_text()
+        assert f"![x]({PIXEL}) [click](javascript:alert(1)) <img src=x onerror=alert(1)>" in shown
+        assert "# Heading from the agent" in shown and HOSTILE_RUN in shown
+        # validation and error message; transcript: system, instructions, tool call and result,
+        # provider error (each a code block); the model's reply as plain text
+        blocks = main.locator('[data-testid="stCode"]').filter(has_text="onerror=alert(1)")
+        assert blocks.count() >= 7, blocks.count()
+        assert main.locator('[data-testid="stText"]').filter(has_text="onerror=alert(1)").count()
+        # the stdout tab: the log, verbatim
+        page.get_by_role("tab", name="stdout").click()
+        wait_until_idle(page)
+        log = main.locator('[role="tabpanel"]:visible [data-testid="stCode"]')
+        assert "[click](javascript:alert(1))" in log.first.inner_text()
+        assert (
+            main.locator(f'img[src="{PIXEL}"], img[src="x"], a[href^="javascript:"]').count() == 0
+        )
     finally:
         page.close()

@@ -35,12 +35,15 @@ PUBLIC_MARTS = {
     ],
     "setting_success_rates": [
         "agent_id", "task_id", "budget_seconds", "attempts", "successes", "success_rate",
-        "n_success", "n_harness_error",
+        "n_success", "n_harness_error", "harness_error_ceiling", "harness_error_ceiling_reached",
     ],
     "run_stability": ["agent_id", "rel_iqr"],
     "time_scaling": ["agent_id", "budget_seconds", "mean_points"],
     "time_scaling_monotone": ["agent_id", "curves", "monotone_curves", "share_monotone"],
-    "coverage": ["agent_id", "task_id", "budget_seconds", "successes", "missing"],
+    "coverage": [
+        "agent_id", "task_id", "budget_seconds", "successes", "missing", "n_harness_error",
+        "harness_error_ceiling", "harness_error_ceiling_reached",
+    ],
     "contamination_flags": [
         "agent_id", "task_id", "knowledge_cutoff", "task_start_date", "contaminated",
     ],
@@ -98,6 +101,23 @@ def insert_agents(path: Path, cutoffs: dict[str, dt.date | None]) -> None:
         for agent_id, cutoff in cutoffs.items()
     ]
     _insert(path, "agents", rows)
+
+
+def insert_suites(path: Path, ceilings: dict[str, int]) -> None:
+    """suites: suite_id → harness_error_ceiling (as the loader writes raw.suites)."""
+    rows = [
+        {
+            "suite_id": suite_id,
+            "title": suite_id,
+            "attempts": 5,
+            "attempt_ceiling": 10,
+            "harness_error_ceiling": ceiling,
+            "spec_sha256": "x",
+            "loaded_at": T0,
+        }
+        for suite_id, ceiling in ceilings.items()
+    ]
+    _insert(path, "suites", rows)
 
 
 def _insert(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
@@ -196,3 +216,50 @@ def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
 
     with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
         build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts)
+
+
+def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifacts: Path):
+    """The ceiling comes from raw.suites (the suite files), through each attempt's suite_id."""
+    path = tmp_path / "ceiling.duckdb"
+
+    def faults(agent: str, n: int, suite: str | None, first: int = 0) -> list[RunRecord]:
+        return [
+            run_record(agent, "t1", 60, first + i, status="harness_error", suite_id=suite)
+            for i in range(n)
+        ]
+
+    records = [
+        *faults("stuck", 3, "strict"),  # 3 of 3: stopped, lacks every success
+        *faults("unlucky", 2, "strict"),  # 2 of 3 and 4 successes
+        *(run_record("unlucky", "t1", 60, 10 + i, suite_id="strict") for i in range(4)),
+        *faults("lenient", 3, "loose"),  # 3 of 5
+        *faults("imported", 4, None),  # no suite: ceiling unknown
+    ]
+    insert_runs(path, records)
+    insert_suites(path, {"strict": 3, "loose": 5})
+    build_marts(path, artifacts_dir=artifacts)
+
+    rates = read_mart(path, "setting_success_rates").set_index("agent_id")
+    assert rates["n_harness_error"].to_dict() == {
+        "stuck": 3, "unlucky": 2, "lenient": 3, "imported": 4
+    }  # fmt: skip
+    ceilings = rates["harness_error_ceiling"]
+    assert ceilings.drop("imported").astype(int).to_dict() == {
+        "stuck": 3, "unlucky": 3, "lenient": 5
+    }  # fmt: skip
+    assert pd.isna(ceilings["imported"])  # no suite: unknown, never reached
+    reached = rates["harness_error_ceiling_reached"].astype(bool).to_dict()
+    assert reached == {"stuck": True, "unlucky": False, "lenient": False, "imported": False}
+    assert pd.isna(rates.loc["stuck", "success_rate"])  # harness faults are not the agent's
+    assert rates.loc["unlucky", "success_rate"] == 1.0
+
+    coverage = read_mart(path, "coverage").set_index("agent_id")
+    stopped = coverage[coverage["harness_error_ceiling_reached"] & (coverage["missing"] > 0)]
+    assert list(stopped.index) == ["stuck"] and stopped.loc["stuck", "n_harness_error"] == 3
+
+    # the ceiling raised in the suite file (reloaded into raw.suites): no longer reached
+    with duckdb.connect(str(path)) as con:
+        con.execute("update raw.suites set harness_error_ceiling = 4 where suite_id = 'strict'")
+    build_marts(path, select="setting_success_rates+", artifacts_dir=artifacts)
+    rates = read_mart(path, "setting_success_rates").set_index("agent_id")
+    assert not rates["harness_error_ceiling_reached"].any()

@@ -24,6 +24,7 @@ from runner.records import STATUSES, RunRecord
 from tests.test_dbt_build import (
     insert_agents,
     insert_runs,
+    insert_suites,
     insert_tasks,
     read_mart,
     run_record,
@@ -50,6 +51,7 @@ AGENTS = {  # agent_id → (base quality, knowledge cutoff)
     "epsilon": (0.55, dt.date(2025, 1, 1)),
 }
 COVERED = {"alpha", "beta", "gamma", "delta"}
+SUITES = {"main": 3, "side": 2, "unused": 1}  # raw.suites: suite_id → harness_error_ceiling
 FAILURES = [s for s in STATUSES if s != "success"]
 
 
@@ -101,7 +103,35 @@ def make_records() -> list[RunRecord]:
     # every status appears at least once
     records.append(run_record("beta", "auc", 60, 99, status="harness_error", run_id="beta-h"))
     records.append(run_record("beta", "auc", 60, 99, status="provider_error", run_id="beta-p"))
+    # harness faults up to a suite's harness-error ceiling (with_suites says which suite)
+    for i in range(3):
+        records.append(
+            run_record("gamma", "rmse", 60, 100 + i, status="harness_error", run_id=f"gamma-h{i}")
+        )
+        records.append(
+            run_record("delta", "acc", 60, 100 + i, status="harness_error", run_id=f"delta-h{i}")
+        )
     return records
+
+
+def with_suites(records: list[RunRecord]) -> list[RunRecord]:
+    """The suite each attempt ran under: "main" for most; epsilon's in "side"; one setting with
+    attempts in both (the smaller ceiling applies), one outside any suite and one in a suite that
+    is not loaded (ceiling unknown)."""
+    out = []
+    for i, record in enumerate(records):
+        setting = (record.agent_id, record.task_id, record.budget_seconds)
+        suite: str | None = "main"
+        if record.agent_id == "epsilon":
+            suite = "side"
+        elif setting == ("delta", "acc", 60):
+            suite = ("main", "side")[i % 2]
+        elif setting == ("alpha", "acc", 300):
+            suite = None
+        elif setting == ("beta", "rmse", 900):
+            suite = "removed"
+        out.append(record.model_copy(update={"suite_id": suite}))
+    return out
 
 
 def with_costs(records: list[RunRecord]) -> list[RunRecord]:
@@ -129,8 +159,9 @@ def with_costs(records: list[RunRecord]) -> list[RunRecord]:
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
     root = tmp_path_factory.mktemp("crosscheck")
     path = root / "warehouse.duckdb"
-    records = with_costs(make_records())
+    records = with_suites(with_costs(make_records()))
     insert_runs(path, records)
+    insert_suites(path, SUITES)
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {a: cutoff for a, (_, cutoff) in AGENTS.items()})
     build_marts(path, artifacts_dir=root / "dbt")
@@ -274,6 +305,48 @@ def test_success_rates(built, runs, board):
     own = per_setting["agent_attempts"].replace(0, np.nan)
     per_setting["success_rate"] = per_setting["successes"] / own
     assert_same(read_mart(built[0], "setting_success_rates"), per_setting.reset_index(), SETTING)
+
+
+def _harness_errors(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: harness_error attempts, the smallest ceiling of the suites its attempts name
+    (NaN: none loaded) and whether the count reached it."""
+    frame = runs.assign(
+        harness_error=runs["status"] == "harness_error",
+        ceiling=runs["suite_id"].map(SUITES),  # None and unknown suites → NaN
+    )
+    grouped = frame.groupby(SETTING)
+    out = pd.DataFrame(
+        {
+            "n_harness_error": grouped["harness_error"].sum(),
+            "harness_error_ceiling": grouped["ceiling"].min(),
+        }
+    )
+    out["harness_error_ceiling_reached"] = (
+        out["n_harness_error"] >= out["harness_error_ceiling"]
+    )  # NaN → False
+    return out.reset_index()
+
+
+def test_harness_error_ceiling(built, runs):
+    expected = _harness_errors(runs)
+    rates = read_mart(built[0], "setting_success_rates")
+    assert_same(rates, expected, SETTING)
+    by_setting = expected.set_index(SETTING)
+    assert by_setting.loc[("gamma", "rmse", 60), "harness_error_ceiling_reached"]
+    assert by_setting.loc[("delta", "acc", 60), "harness_error_ceiling"] == SUITES["side"]
+    assert np.isnan(by_setting.loc[("alpha", "acc", 300), "harness_error_ceiling"])
+    assert np.isnan(by_setting.loc[("beta", "rmse", 900), "harness_error_ceiling"])
+    reached = by_setting["harness_error_ceiling_reached"]
+    assert reached.any() and not reached.all()
+
+    # coverage: every expected setting, a never-run one with no faults and no ceiling
+    coverage = _coverage(runs).merge(expected, on=SETTING, how="left")
+    coverage["n_harness_error"] = coverage["n_harness_error"].fillna(0)
+    coverage["harness_error_ceiling_reached"] = coverage["harness_error_ceiling_reached"].eq(True)
+    actual = read_mart(built[0], "coverage")
+    assert_same(actual, coverage, SETTING)
+    never = actual.set_index(SETTING).loc[("epsilon", "acc", 300)]
+    assert never["n_harness_error"] == 0 and pd.isna(never["harness_error_ceiling"])
 
 
 def test_run_stability(built, board):

@@ -277,8 +277,13 @@ def test_load_specs_replaces_specs_and_keeps_imported_agents(con, tmp_path: Path
     )
     specs = list_agents(paths.agents_dir)
     counts = load_specs(con, paths)
-    assert counts == {"tasks": 4, "agents": len(specs)}
+    suites = sorted(p.stem for p in paths.suites_dir.glob("*.yaml"))
+    assert counts == {"tasks": 4, "agents": len(specs), "suites": len(suites)}
     assert count(con, "raw.tasks") == 4
+    ceilings = dict(
+        con.execute("select suite_id, harness_error_ceiling from raw.suites").fetchall()
+    )
+    assert sorted(ceilings) == suites and ceilings["demo"] == 3  # the default
     agents = dict(con.execute("select agent_id, source from raw.agents").fetchall())
     assert agents == {a.id: "spec" for a in specs} | {"gpt-imported": "tml-bench"}
     assert {"baseline-gbm", "chutes-qwen3-coder-480b", "kilo-qwen3-coder-480b"} <= set(agents)

@@ -65,7 +65,9 @@ def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadRepor
     try:
         apply_ddl(con)
         counts = load_specs(con, paths)
-        console.print(f"specs: {counts['tasks']} tasks, {counts['agents']} agents")
+        console.print(
+            f"specs: {counts['tasks']} tasks, {counts['agents']} agents, {counts['suites']} suites"
+        )
         if runs_dir.is_dir():
             report = load_runs(con, runs_dir)
         else:

@@ -1,4 +1,5 @@
-"""Load run records into ``raw.runs`` (and task/agent specs into ``raw.tasks``/``raw.agents``).
+"""Load run records into ``raw.runs`` (and task/agent/suite specs into ``raw.tasks``,
+``raw.agents`` and ``raw.suites``).
 
 Rules (the warehouse half of "records are immutable"):
 
@@ -30,8 +31,8 @@ from pydantic import ValidationError
 from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
 from runner.records import RunRecord, iter_record_paths
-from runner.registry import list_agents, list_tasks, task_spec_sha256
-from runner.specs import AgentSpec
+from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
+from runner.specs import AgentSpec, SuiteSpec
 from warehouse.db import apply_ddl
 
 SOURCE_TMLBENCH = "tmlbench"
@@ -48,6 +49,7 @@ _ARROW_TYPES = {
     "DATE": pa.date32(),
     "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
     "MAP(VARCHAR, INTEGER)": pa.map_(pa.string(), pa.int64()),
+    "VARCHAR[]": pa.list_(pa.string()),
 }
 _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 
@@ -282,15 +284,18 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
 
 
 def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
-    """Replace raw.tasks and the spec rows of raw.agents with the current spec files.
+    """Replace raw.tasks, raw.suites and the spec rows of raw.agents with the current spec files.
 
     Agents that exist only in imported data (source 'tml-bench') keep their rows; an agent
-    with a spec gets the spec's row, whatever was there before.
+    with a spec gets the spec's row, whatever was there before. Suites are loaded for the rules
+    their runner applies per setting (the harness-error ceiling) that the marts report on: the
+    current file's rule, as the next run of the suite will apply it.
     """
     apply_ddl(con)
     now = dt.datetime.now(dt.UTC)
     tasks = list_tasks(paths.tasks_dir) if paths.tasks_dir.is_dir() else []
     agents = list_agents(paths.agents_dir) if paths.agents_dir.is_dir() else []
+    suites = _suites(paths.suites_dir)
     task_rows = pa.table(
         {
             "task_id": pa.array([t.id for t in tasks], pa.string()),
@@ -330,12 +335,28 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
             "loaded_at": pa.array([now] * len(agents), pa.timestamp("us", tz="UTC")),
         }
     )
+    suite_rows = pa.table(
+        {
+            "suite_id": pa.array([s.id for s, _ in suites], pa.string()),
+            "title": pa.array([s.title for s, _ in suites], pa.string()),
+            "attempts": pa.array([s.attempts for s, _ in suites], pa.int32()),
+            "attempt_ceiling": pa.array([s.attempt_ceiling for s, _ in suites], pa.int32()),
+            "harness_error_ceiling": pa.array(
+                [s.harness_error_ceiling for s, _ in suites], pa.int32()
+            ),
+            "spec_sha256": pa.array([sha for _, sha in suites], pa.string()),
+            "loaded_at": pa.array([now] * len(suites), pa.timestamp("us", tz="UTC")),
+        }
+    )
     con.execute("begin transaction")
     try:
         con.register("_tmlbench_tasks", task_rows)
         con.register("_tmlbench_agents", agent_rows)
+        con.register("_tmlbench_suites", suite_rows)
         con.execute("delete from raw.tasks")
         con.execute("insert into raw.tasks by name select * from _tmlbench_tasks")
+        con.execute("delete from raw.suites")
+        con.execute("insert into raw.suites by name select * from _tmlbench_suites")
         con.execute(
             "delete from raw.agents where source = 'spec' "
             "or agent_id in (select agent_id from _tmlbench_agents)"
@@ -348,7 +369,18 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
     finally:
         con.unregister("_tmlbench_tasks")
         con.unregister("_tmlbench_agents")
-    return {"tasks": len(tasks), "agents": len(agents)}
+        con.unregister("_tmlbench_suites")
+    return {"tasks": len(tasks), "agents": len(agents), "suites": len(suites)}
+
+
+def _suites(suites_dir: Path) -> list[tuple[SuiteSpec, str]]:
+    """Every ``<suites_dir>/<id>.yaml``, validated, with the sha256 of its bytes."""
+    if not suites_dir.is_dir():
+        return []
+    return [
+        (load_suite(suites_dir, path.stem), hashlib.sha256(path.read_bytes()).hexdigest())
+        for path in sorted(suites_dir.glob("*.yaml"))
+    ]
 
 
 def _price(agent: AgentSpec, side: str) -> float | None:

@@ -1,7 +1,9 @@
-"""Shared page helpers: the snapshot, cached queries, global filters, the empty state, CSVs."""
+"""Shared page helpers: the snapshot, cached queries, global filters, the empty state, CSVs,
+and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +32,55 @@ FILTER_SCOPE = (
     "and tasks that ran in it). The date range applies to attempt-level views only: the run "
     "explorer and the counted attempts on the Settings page."
 )
+
+
+# --- text from agents --------------------------------------------------------------------------
+# Whatever an agent (or anything in its sandbox, or its model provider) controls is shown as text,
+# never rendered: its messages and tool calls, logs, its submission's header that a validation
+# message quotes, error messages built from its output, host and file names, usage fields, and
+# ids from spec files or imported results we did not write. Streamlit renders GitHub-flavoured
+# Markdown in st.markdown, st.caption, st.title/header/subheader, st.error/warning/info/success and
+# widget labels: images (fetched by the maintainer's browser as soon as the page is drawn: a
+# tracking pixel, a request to a service on their machine), links of any scheme (its renderer
+# passes every href through, javascript: included), bare URLs made links, emoji and colour
+# directives, LaTeX. There is no switch that turns images or links off: unsafe_allow_html=False
+# only escapes raw HTML. So agent text goes to st.code / st.text (no Markdown, no HTML: a <pre> or
+# a plain text node) through show_text, or, inside a sentence of ours, becomes an inline code
+# span through literal(); nothing else of a page passes it to a Markdown element.
+
+AGENT_TEXT_LIMIT = 8000  # characters of one piece of agent text a page draws
+_BACKTICKS = re.compile(r"`+")
+_LINE_ENDINGS = re.compile(r"\r\n|\r|\n")
+
+
+def clip(text: object, limit: int | None = AGENT_TEXT_LIMIT) -> str:
+    value = "" if text is None else str(text)
+    if limit is not None and len(value) > limit:
+        return value[:limit] + f"\n… ({len(value) - limit:,} more characters not shown)"
+    return value
+
+
+def show_text(text: object, *, limit: int | None = AGENT_TEXT_LIMIT, where=st, code=True) -> None:
+    """Draw untrusted text verbatim in ``where`` (``st`` or a container): a code block with
+    ``language="text"`` (monospace, wrapped, no highlighting), or plain text with ``code=False``."""
+    value = clip(text, limit)
+    if code:
+        where.code(value, language="text", wrap_lines=True)
+    else:
+        where.text(value)
+
+
+def literal(text: object, limit: int | None = 300) -> str:
+    """``text`` as a Markdown inline code span, for an untrusted value inside a sentence of ours
+    (a caption, an alert, a heading): inside a code span nothing is Markdown or HTML, and
+    Streamlit's directives, emoji and icons apply to text nodes only. The fence is one backtick
+    longer than any run of backticks in the text, and line endings become spaces because a line
+    that starts a block (``# heading``, ``![image](...)`` on its own line) would end the span."""
+    value = _LINE_ENDINGS.sub(" ", clip(text, limit))
+    if not value:
+        return ""
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(value)), default=0) + 1)
+    return f"{fence} {value} {fence}"
 
 
 def _mtime(path: Path) -> float:
@@ -64,7 +115,7 @@ def snapshot_or_stop() -> Path:
     if not has_runs(path):
         st.info(RUN_HINT)
         st.caption(
-            f"Looked for the snapshot at `{path}` "
+            f"Looked for the snapshot at {literal(path, None)} "
             f"(set `{queries.SNAPSHOT_ENV}` to read another file)."
         )
         st.stop()
@@ -123,8 +174,8 @@ def current_filters() -> queries.Filters:
 
 def filters_note(filters: queries.Filters) -> None:
     """Say which filters are active on this page (nothing when none is)."""
-    active = [
-        f"{label}: {', '.join(map(str, values))}"
+    active = [  # agent and suite ids come from spec files and imported results: literal
+        f"{label}: {', '.join(literal(v) for v in values)}"
         for label, values in (
             ("suites", filters.suites),
             ("agents", filters.agents),
@@ -151,4 +202,4 @@ def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> Non
 
 
 def footer(path: Path) -> None:
-    st.caption(f"Snapshot: `{path}` · queries cached for {TTL_SECONDS} s")
+    st.caption(f"Snapshot: {literal(path, None)} · queries cached for {TTL_SECONDS} s")

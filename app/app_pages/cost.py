@@ -10,6 +10,7 @@ from app.app_pages._common import (
     download,
     filters_note,
     footer,
+    literal,
     query,
     snapshot_or_stop,
 )
@@ -67,7 +68,7 @@ if known.empty:
         "record tokens and cost when the agent spec has token prices)."
     )
 elif unknown:
-    st.caption(f"Cost unknown for: {', '.join(unknown)}.")
+    st.caption(f"Cost unknown for: {', '.join(literal(a) for a in unknown)}.")
 
 st.subheader("Per agent")
 st.dataframe(agents[AGENT_VIEW], hide_index=True, width="stretch", column_config=COLUMNS)

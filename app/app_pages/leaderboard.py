@@ -97,4 +97,16 @@ st.caption("Only agents with enough successes in every setting are ranked.")
 coverage = query("coverage", path, filters)
 st.dataframe(coverage, hide_index=True, width="stretch")
 download(coverage, "coverage")
+
+stopped = query("stopped_settings", path, filters)
+if not stopped.empty:
+    st.warning(
+        f"⛔ {len(stopped)} setting(s) stopped at the harness-error ceiling: their harness faults "
+        "(never the agent's) reached the suite's `harness_error_ceiling`, so they get no more "
+        "attempts and lack successes. See their `harness_error` attempts in the Run explorer (the "
+        "error message; `harness_error.txt` in the run folder has the traceback); once the fault "
+        "is fixed, raise `harness_error_ceiling` in the suite file and run the suite again."
+    )
+    st.dataframe(stopped, hide_index=True, width="stretch")
+    download(stopped, "stopped_settings")
 footer(path)

@@ -1,8 +1,13 @@
-"""Run explorer: filter attempts, open one to see its record, validation errors, logs and submission."""
+"""Run explorer: filter attempts, open one to see its record, validation errors, logs and submission.
+
+Nearly everything an attempt shows came from the agent: it is drawn with show_text / literal
+(app_pages/_common.py), never as Markdown.
+"""
 
 from __future__ import annotations
 
 import json
+import numbers
 
 import streamlit as st
 
@@ -11,7 +16,9 @@ from app.app_pages._common import (
     current_filters,
     filters_note,
     footer,
+    literal,
     query,
+    show_text,
     snapshot_or_stop,
 )
 
@@ -39,15 +46,15 @@ def _last_input(request: dict) -> str | None:
 def show_model_call(event: dict) -> None:
     """One model call a command agent made through the harness's gateway, as plain text.
 
-    Everything here came from the agent or its provider: shown with st.text / st.code,
-    never as markdown.
+    Everything here came from the agent or its provider: shown with show_text, never as
+    markdown.
     """
     request, reply = event.get("request") or {}, event.get("reply") or {}
     usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
     last = _last_input(request)
     if last:
         with st.chat_message("user", avatar=":material/input:"):
-            st.text(last[:8000])
+            show_text(last, code=False)
     with st.chat_message("assistant"):
         status = f"HTTP {event.get('status')} · {event.get('seconds')} s"
         used = (
@@ -56,22 +63,20 @@ def show_model_call(event: dict) -> None:
             else "usage unknown"
         )
         broken = f" · interrupted ({event['interrupted']})" if event.get("interrupted") else ""
-        st.text(
-            f"{_at(event)} · {event.get('method')} {event.get('path')} · {status} · {used}{broken}"
+        show_text(
+            f"{_at(event)} · {event.get('method')} {event.get('path')} · {status} · {used}{broken}",
+            code=False,
         )
         if not isinstance(reply, dict):
             return
         if reply.get("error"):
-            st.text(f"error: {str(reply['error'])[:4000]}")
+            show_text(f"error: {reply['error']}", limit=4000, code=False)
         if reply.get("text"):
-            st.text(str(reply["text"])[:8000])
+            show_text(reply["text"], code=False)
         for call in reply.get("tool_calls") or []:
             if isinstance(call, dict):
-                st.code(
-                    f"{call.get('name')}({str(call.get('arguments'))[:4000]})",
-                    language="text",
-                    wrap_lines=True,
-                )
+                arguments = str(call.get("arguments"))[:4000]
+                show_text(f"{call.get('name')}({arguments})")
 
 
 def show_transcript(events: list[dict] | None) -> None:
@@ -89,41 +94,76 @@ def show_transcript(events: list[dict] | None) -> None:
             show_model_call(event)
         elif kind == "request":
             error = f" · {str(event['error'])[:500]}" if event.get("error") else ""
-            st.text(f"{at} · {event.get('method')} {event.get('path')} · HTTP {event.get('status')}"
-                    f" · {event.get('seconds')} s{error}")  # fmt: skip
+            show_text(f"{at} · {event.get('method')} {event.get('path')} · "
+                      f"HTTP {event.get('status')} · {event.get('seconds')} s{error}", code=False)  # fmt: skip
         elif kind == "gateway_start":
-            st.text(f"{at} · gateway for {event.get('protocol')} at {event.get('base_url')}")
+            show_text(f"{at} · gateway for {event.get('protocol')} at {event.get('base_url')}",
+                      code=False)  # fmt: skip
         elif kind == "gateway_stop":
-            st.text(f"{at} · gateway stopped: {json.dumps(event.get('stats'))[:2000]}")
+            show_text(f"{at} · gateway stopped: {json.dumps(event.get('stats'))}", limit=2000,
+                      code=False)  # fmt: skip
         elif kind == "transcript_full":
-            st.text(
-                f"{at} · transcript full ({event.get('max_bytes')} bytes): later calls not shown"
+            show_text(
+                f"{at} · transcript full ({event.get('max_bytes')} bytes): later calls not shown",
+                code=False,
             )
         elif kind == "start":
-            st.caption(f"{at} · model {event.get('model')} at {event.get('base_url')}, "
-                       f"budget {event.get('budget_seconds')} s")  # fmt: skip
+            st.caption(f"{at} · model {literal(event.get('model'))} at "
+                       f"{literal(event.get('base_url'))}, budget "
+                       f"{literal(event.get('budget_seconds'))} s")  # fmt: skip
             with st.expander("System prompt and task"):
-                st.markdown(event.get("system") or "")
-                st.markdown(event.get("instructions") or "")
+                show_text(event.get("system") or "", limit=None)
+                show_text(event.get("instructions") or "", limit=None)
         elif kind == "response":
             message = event.get("message") or {}
             with st.chat_message("assistant"):
-                st.caption(f"{at} · {event.get('seconds')} s · usage {event.get('usage')}")
+                st.caption(f"{at} · {literal(event.get('seconds'))} s · "
+                           f"usage {literal(event.get('usage'))}")  # fmt: skip
                 if message.get("content"):
-                    st.markdown(message["content"])
+                    show_text(message["content"], code=False)
         elif kind == "tool":
             with st.chat_message("user", avatar=":material/terminal:"):
-                st.caption(f"{at} · {event.get('name')} · {event.get('seconds')} s")
-                st.code(json.dumps(event.get("arguments"), indent=1)[:4000], language="json")
-                st.code(str(event.get("result"))[:8000], language="text")
+                st.caption(f"{at} · {literal(event.get('name'))} · "
+                           f"{literal(event.get('seconds'))} s")  # fmt: skip
+                show_text(json.dumps(event.get("arguments"), indent=1), limit=4000)
+                show_text(event.get("result"))
         elif kind in ("retry", "malformed_tool_call", "context_too_long", "nudge", "harness_fault"):
-            st.warning(
-                f"{at} · {kind}: "
-                + json.dumps({k: v for k, v in event.items() if k not in ("t", "event")})[:2000]
-            )
+            st.warning(f"{at} · {kind}")
+            rest = {k: v for k, v in event.items() if k not in ("t", "event")}
+            show_text(json.dumps(rest), limit=2000)
         elif kind == "end":
-            st.info(f"{at} · end: {event.get('reason')}"
-                    + (f" ({event['provider_error']})" if event.get("provider_error") else ""))  # fmt: skip
+            st.info(f"{at} · end: {literal(event.get('reason'))}")
+            if event.get("provider_error"):
+                show_text(event["provider_error"])
+
+
+def show_sandbox(record: dict) -> None:
+    """What the sandbox noted, the workspace's use at the end, and, when the disk cap ended the
+    attempt, the listing of what it held (file names are the agent's: shown as text)."""
+    notes = record.get("sandbox_notes")
+    notes = [] if notes is None or isinstance(notes, float) else list(notes)  # NULL: None/NaN
+    if not notes:
+        st.caption("No sandbox notes (records before schema 4 have none).")
+    else:
+        show_text("\n".join(str(n) for n in notes), limit=None)
+    used = {k: record.get(k) for k in ("workspace_bytes", "workspace_files")}
+    if all(v is not None and v == v for v in used.values()):
+        st.caption(f"workspace at the end: {used['workspace_bytes']:,} bytes in "
+                   f"{used['workspace_files']:,} files")  # fmt: skip
+    if record.get("workspace_removed"):
+        st.warning("The disk cap ended this attempt: nothing it wrote was kept. Its listing:")
+        listing = queries.run_file_preview(record, "workspace_listing_path")
+        if listing is None:
+            st.caption(NOT_HERE)
+        else:
+            show_text(listing, limit=None)
+
+
+def _usage_value(value: object) -> str:
+    """A number as a number; anything else (the hosts an agent tried to reach, ...) literally."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy ints are Real
+        return literal(value)
+    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
 NOT_HERE = "Not available on this machine (no such file next to the loaded record)."
@@ -156,21 +196,23 @@ if shown.empty:
     st.stop()
 run_id = st.selectbox("Open an attempt", shown["run_id"].tolist(), key="run_id")
 record = queries.run_record(path, run_id)
-st.subheader(run_id)
+st.subheader(literal(run_id))
 if record.get("validation_code"):
-    st.error(f"{record['validation_code']}: {record['validation_message']}")
+    # the grader's message quotes the submission (its header, its ids): the agent's text
+    st.error(f"Validation failed: {literal(record['validation_code'])} (message below, as text)")
+    show_text(record.get("validation_message") or "")
 if record.get("error_message"):
-    st.warning(record["error_message"])
+    st.warning("Error message (as recorded; it may quote the agent's output):")
+    show_text(record["error_message"])
 usage = queries.run_usage(record)
 if usage:
-    st.caption(
-        " · ".join(f"{k.replace('_', ' ')}: {v:,.4g}" if isinstance(v, float) else f"{k.replace('_', ' ')}: {v:,}"
-                   for k, v in usage.items())
-    )  # fmt: skip
-tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission"])
+    st.caption(" · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items()))
+tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
 tabs[0].json({k: (None if v != v else str(v)) for k, v in record.items()}, expanded=False)
+with tabs[5]:
+    show_sandbox(record)
 for tab, field in zip(
-    tabs[1:], ("stdout_path", "stderr_path", None, "submission_path"), strict=True
+    tabs[1:5], ("stdout_path", "stderr_path", None, "submission_path"), strict=True
 ):
     if field is None:
         with tab:
@@ -179,6 +221,6 @@ for tab, field in zip(
     text = queries.run_file_preview(record, field)
     if text is None:
         tab.caption(NOT_HERE)
-    else:
-        tab.code(text, language="text")
+    else:  # the file is at most queries.LOG_PREVIEW_BYTES already
+        show_text(text, limit=None, where=tab)
 footer(path)

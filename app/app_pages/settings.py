@@ -40,6 +40,13 @@ chart = base.mark_rule(strokeWidth=3).encode(
     y=alt.Y("q1:Q", title="median score", scale=alt.Scale(zero=False)), y2="q3:Q"
 ) + base.mark_point(filled=True, size=80).encode(y="median_score:Q")
 st.altair_chart(chart, width="stretch")
+if "stopped_at_harness_error_ceiling" in one and one["stopped_at_harness_error_ceiling"].any():
+    n = int(one["stopped_at_harness_error_ceiling"].sum())
+    st.warning(
+        f"⛔ {n} setting(s) of this task stopped at the harness-error ceiling (column "
+        "`harness_errors`): the harness failed that often, so the setting gets no more attempts "
+        "until the suite's `harness_error_ceiling` is raised (see the Leaderboard page)."
+    )
 st.dataframe(one, hide_index=True, width="stretch")
 download(scores, "setting_scores", "Download all settings (CSV)")
 

@@ -15,6 +15,7 @@ DUCKDB_POOL = "duckdb"
 RAW_RUNS = dg.AssetKey(["raw", "runs"])
 RAW_TASKS = dg.AssetKey(["raw", "tasks"])
 RAW_AGENTS = dg.AssetKey(["raw", "agents"])
+RAW_SUITES = dg.AssetKey(["raw", "suites"])
 STATUS_CHECK = "one_status_per_attempt"
 
 
@@ -32,6 +33,9 @@ STATUS_CHECK = "one_status_per_attempt"
         ),
         dg.AssetSpec(RAW_TASKS, description="Task specs.", kinds={"duckdb"}),
         dg.AssetSpec(RAW_AGENTS, description="Agent specs.", kinds={"duckdb"}),
+        dg.AssetSpec(
+            RAW_SUITES, description="Suite specs (their harness-error ceilings).", kinds={"duckdb"}
+        ),
     ],
     check_specs=[
         dg.AssetCheckSpec(
@@ -71,6 +75,9 @@ def raw_warehouse(
     yield dg.MaterializeResult(asset_key=RAW_TASKS, metadata={"dagster/row_count": specs["tasks"]})
     yield dg.MaterializeResult(
         asset_key=RAW_AGENTS, metadata={"dagster/row_count": specs["agents"]}
+    )
+    yield dg.MaterializeResult(
+        asset_key=RAW_SUITES, metadata={"dagster/row_count": specs["suites"]}
     )
     yield dg.AssetCheckResult(
         asset_key=RAW_RUNS,

@@ -63,6 +63,12 @@ create table if not exists raw.runs (
     egress_bytes_up         bigint,
     egress_bytes_down       bigint,
 
+    workspace_bytes         bigint,
+    workspace_files         bigint,
+    workspace_removed       boolean,
+    workspace_listing_path  varchar,
+    sandbox_notes           varchar[],
+
     task_spec_sha256        varchar not null,
     public_manifest_sha256  varchar,
     instructions_sha256     varchar,
@@ -94,6 +100,12 @@ alter table raw.runs add column if not exists egress_bytes_up bigint;
 alter table raw.runs add column if not exists egress_bytes_down bigint;
 -- Record schema 3: which hosts the egress proxy refused.
 alter table raw.runs add column if not exists egress_denied_hosts map(varchar, integer);
+-- Record schema 4: the workspace when the attempt ended, and the sandbox's notes.
+alter table raw.runs add column if not exists workspace_bytes bigint;
+alter table raw.runs add column if not exists workspace_files bigint;
+alter table raw.runs add column if not exists workspace_removed boolean;
+alter table raw.runs add column if not exists workspace_listing_path varchar;
+alter table raw.runs add column if not exists sandbox_notes varchar[];
 
 create table if not exists raw.tasks (
     task_id                 varchar primary key,
@@ -122,5 +134,17 @@ create table if not exists raw.agents (
     price_in_per_mtok_usd   double,  -- USD per million input tokens, where known
     price_out_per_mtok_usd  double,
     source                  varchar not null,  -- 'spec' (agents/*.yaml) or 'tml-bench' (imported)
+    loaded_at               timestamptz not null
+);
+
+-- Suite specs (suites/*.yaml), replaced on every load: the rules a suite's runner applies per
+-- setting that the marts report on. Runs name their suite (raw.runs.suite_id).
+create table if not exists raw.suites (
+    suite_id                varchar primary key,
+    title                   varchar not null,
+    attempts                integer not null check (attempts >= 1),  -- successes wanted per setting
+    attempt_ceiling         integer not null check (attempt_ceiling >= attempts),  -- agent attempts per setting
+    harness_error_ceiling   integer not null check (harness_error_ceiling >= 1),  -- harness_error attempts per setting before it gets no more
+    spec_sha256             varchar not null,
     loaded_at               timestamptz not null
 );

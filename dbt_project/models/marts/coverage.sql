@@ -1,6 +1,8 @@
 -- Every expected setting: each agent seen in raw.runs × each (task, budget) cell seen in
 -- raw.runs, its successes and how many it still lacks (missing). An agent is covered
--- (ranked) only when missing = 0 in all its rows.
+-- (ranked) only when missing = 0 in all its rows. Also its harness faults and whether they
+-- reached the suite's harness-error ceiling (setting_success_rates): a setting that lacks
+-- successes and has reached it gets no more attempts until the ceiling is raised.
 with
 
 expected as (
@@ -15,6 +17,12 @@ covered as (
 
 ),
 
+rates as (
+
+    select * from {{ ref('setting_success_rates') }}
+
+),
+
 final as (
 
     select
@@ -24,9 +32,16 @@ final as (
         expected.attempts::bigint as attempts,
         expected.successes::bigint as successes,
         expected.missing::bigint as missing,
-        expected.agent_id in (select agent_id from covered) as agent_is_covered
+        expected.agent_id in (select agent_id from covered) as agent_is_covered,
+        coalesce(rates.n_harness_error, 0)::bigint as n_harness_error,
+        rates.harness_error_ceiling,
+        coalesce(rates.harness_error_ceiling_reached, false) as harness_error_ceiling_reached
 
     from expected
+    left join rates
+        on expected.agent_id = rates.agent_id
+        and expected.task_id = rates.task_id
+        and expected.budget_seconds = rates.budget_seconds
 
 )
 

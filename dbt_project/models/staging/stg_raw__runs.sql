@@ -56,6 +56,11 @@ renamed as (
         egress_denied_hosts,
         egress_bytes_up,
         egress_bytes_down,
+        workspace_bytes,
+        workspace_files,
+        workspace_removed,
+        workspace_listing_path,
+        sandbox_notes,
 
         -- provenance
         source as load_source,
