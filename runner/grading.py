@@ -12,8 +12,22 @@ Checks, in order (the first failure is reported):
 ``missing_file`` → ``not_regular_file`` → ``too_large`` → ``unreadable_csv`` →
 ``missing_id_column`` → ``wrong_columns`` → ``wrong_row_count`` → ``missing_ids`` →
 ``duplicate_ids`` → ``id_mismatch`` → ``non_numeric_predictions`` → ``missing_predictions``
-→ ``non_finite_predictions`` → ``out_of_range_predictions``; anything unexpected becomes
-``invalid``.
+→ ``non_finite_predictions`` → ``out_of_range_predictions``, then, when scoring,
+``non_finite_score``; anything unexpected becomes ``invalid``.
+
+Predictions may be any finite float64 (as on Kaggle): 1e308, -0.0 and subnormals pass
+validation, and text beyond the float range (``1e999``) is ``non_finite_predictions``. The
+metric is float64 arithmetic, so finite predictions far from the target's scale can still
+make it overflow (RMSE of one 1e160 is inf). Whose fault that is gets decided against a
+reference: the metric on the worst predictions *inside the answers' range* (each row
+predicted with whichever of the answers' min and max is farther from its answer). If that
+is finite, no in-range submission can overflow, so a non-finite score comes from the
+predictions: ``non_finite_score``, naming the largest one. If it is not, the answers (or
+the metric chosen for them) are at fault: ``HarnessError``.
+
+Lines longer than :data:`MAX_LINE_BYTES` are ``unreadable_csv`` with the line named (a CSV
+row of an id and a number is never that long); the limit is checked before parsing, so
+every line within it parses.
 
 Tolerated on purpose: a UTF-8 byte-order mark, CRLF line ends, blank lines, quoted fields,
 any column order, surrounding whitespace in header names, ids and predictions (it is
@@ -32,6 +46,7 @@ import errno
 import os
 import re
 import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,12 +75,17 @@ REASON_CODES: tuple[str, ...] = (
     "missing_predictions",
     "non_finite_predictions",
     "out_of_range_predictions",
+    "non_finite_score",
     "invalid",
 )
 
 MIN_MAX_BYTES = 64 * 1024 * 1024
 BYTES_PER_ROW = 200
 MAX_COLUMNS = 1000
+# Longest line (without its line end) the grader reads; also Arrow's block size, so every line
+# within the limit parses (Arrow only refuses rows that straddle more than two blocks).
+MAX_LINE_BYTES = 1 << 20
+_SCAN_CHUNK = 1 << 22  # bytes per numpy pass when looking for the long line, or bad UTF-8
 # Arrow buffers come from the system allocator: freed memory goes back to the OS (and to
 # numpy) at once instead of staying in a private pool, which keeps the grader's peak RSS low.
 _POOL = pa.system_memory_pool()
@@ -239,17 +259,85 @@ def grade_submission(
     preds = _validate_guarded(Path(path), task, metric, ans, max_bytes)
     target, n_rows = ans.target, ans.n
     del ans  # drop the id lookup table before the metric allocates its own temporaries
-    try:
-        score = metric.score(target, preds)
-    except Exception as exc:  # predictions are validated, so this is the answers' fault
-        raise HarnessError(f"task {task.id!r}: scoring with {metric.name!r} failed: {exc}") from exc
-    if not np.isfinite(score):
-        raise HarnessError(
-            f"task {task.id!r}: metric {metric.name!r} gave a non-finite score {score}"
-        )
+    score = _score(task, metric, target, preds, answers)
     return GradeResult(
         score=score, score_hib=metric.higher_is_better(score), n_rows=n_rows, metric=metric.name
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# scoring
+
+
+def _score(
+    task: TaskSpec, metric: Metric, target: np.ndarray, preds: np.ndarray, answers: pd.DataFrame
+) -> float:
+    """The metric's finite score; else whose fault it is (see the module docstring)."""
+    try:
+        score = metric.score(target, preds)
+    except Exception as exc:
+        failure: Exception | None = exc
+        score = float("nan")
+    else:
+        failure = None
+        if np.isfinite(score):
+            return score
+    _check_reference(task, metric, target)  # HarnessError if the answers are to blame
+    if failure is not None:
+        raise InvalidSubmission(
+            "invalid",
+            f"Scoring these predictions with metric {metric.name!r} failed "
+            f"({type(failure).__name__}: {_clip(str(failure), 200)}), although it works for "
+            f"predictions on the target's scale. Check the values in {task.target_column!r}.",
+        ) from failure
+    if not metric.overflow:  # a bounded metric never overflows on in-range predictions
+        raise HarnessError(
+            f"task {task.id!r}: metric {metric.name!r} gave a non-finite score {score} on "
+            "validated predictions although it cannot overflow: a bug in the metric"
+        )
+    at = int(np.argmax(np.abs(preds)))
+    largest = float(preds[at])
+    test_id = answers[task.id_column].iloc[at]
+    raise InvalidSubmission(
+        "non_finite_score",
+        f"Metric {metric.name!r} gives {score} on these predictions instead of a finite "
+        f"score: it {metric.overflow}, and predictions as large as {largest:.6g} "
+        f"(id {_show(str(test_id))}) overflow its float64 arithmetic (whose largest number is "
+        f"about 1.8e308). Every value in {task.target_column!r} is a finite number, but values "
+        "this far from the target's scale cannot be scored: predict values on the scale of "
+        f"{task.target_column!r} (see train.csv).",
+    )
+
+
+def _check_reference(task: TaskSpec, metric: Metric, target: np.ndarray) -> None:
+    """HarnessError unless the metric is finite on the worst predictions in the answers' range.
+
+    Each row is predicted with whichever of the answers' min and max is farther from its
+    answer: every error is as large as an in-range prediction can make it, so if this score
+    is finite, no in-range submission overflows, and a non-finite score is the predictions'.
+    """
+    lo, hi = float(target.min()), float(target.max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        far = np.where(np.abs(target - lo) >= np.abs(target - hi), lo, hi)
+    with warnings.catch_warnings(record=True) as caught:  # e.g. sklearn's "only one class"
+        warnings.simplefilter("always")
+        try:
+            reference = metric.score(target, far)
+        except Exception as exc:
+            raise HarnessError(
+                f"task {task.id!r}: metric {metric.name!r} cannot score predictions within the "
+                f"answers' own range ({type(exc).__name__}: {exc}); the answers do not suit it"
+            ) from exc
+    if not np.isfinite(reference):
+        why = (
+            f"sklearn warns: {caught[0].message}"
+            if caught
+            else "the answers' scale makes it overflow"
+        )
+        raise HarnessError(
+            f"task {task.id!r}: metric {metric.name!r} is {reference} even for predictions "
+            f"within the answers' own range [{lo:.6g}, {hi:.6g}]: {why}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,27 +504,34 @@ class _Validator:
         )
 
     def parse(self, data: bytes) -> pa.Table:
+        name = self.path.name
         if not data or data.isspace():
-            raise self.fail("unreadable_csv", "The submission file is empty.")
-        if b"\x00" in data:
+            raise self.fail("unreadable_csv", f"The submission {name} is empty.")
+        nul = data.find(b"\x00")
+        if nul >= 0:
             raise self.fail(
                 "unreadable_csv",
-                "The submission contains NUL bytes: it is binary data, not a CSV text file.",
+                f"The submission {name} contains NUL bytes (the first on line "
+                f"{_line_number(data, nul):,}, byte offset {nul:,}): it is binary data, not a "
+                "CSV text file.",
             )
         if not data.isascii():
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as exc:
+            bad = _first_bad_utf8(data)
+            if bad is not None:
                 raise self.fail(
                     "unreadable_csv",
-                    f"The submission is not UTF-8 text: invalid byte "
-                    f"0x{data[exc.start]:02x} at byte offset {exc.start:,}.",
-                ) from None
+                    f"The submission {name} is not UTF-8 text: invalid byte 0x{data[bad]:02x} "
+                    f"on line {_line_number(data, bad):,}, at byte offset {bad:,}. Write it "
+                    "as UTF-8 (pandas' to_csv does by default).",
+                )
         start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        long_line = _first_long_line(data, start, MAX_LINE_BYTES)
+        if long_line is not None:
+            raise self.long_line(data, *long_line)
         view = memoryview(data)[start:]
         first = _NOT_NEWLINE.search(data, start)
         if first is None:
-            raise self.fail("unreadable_csv", "The submission has no header row.")
+            raise self.fail("unreadable_csv", f"The submission {name} has no header row.")
         eol = _NEWLINE.search(data, first.start())  # \n, \r\n or a bare \r ends the header
         header_line = data[first.start() : None if eol is None else eol.start()]
         n_fields = header_line.count(b",") + 1
@@ -452,25 +547,53 @@ class _Validator:
                 f"{len(self.task.submission.columns)}.",
             )
         try:
-            table = pacsv.read_csv(
-                pa.py_buffer(view),
-                read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=True),
-                parse_options=pacsv.ParseOptions(newlines_in_values=False),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={f"f{i}": pa.string() for i in range(n_fields)},
-                    strings_can_be_null=False,
-                    quoted_strings_can_be_null=False,
-                ),
-                memory_pool=_POOL,
-            )
-        except (pa.ArrowInvalid, pa.ArrowException) as exc:
-            msg = str(exc).removeprefix("CSV parse error: ")
-            raise self.fail(
-                "unreadable_csv", f"The submission cannot be parsed as CSV: {_clip(msg, 160)}."
-            ) from None
+            table = _read_csv(view, n_fields, use_threads=True)
+        except pa.ArrowException as exc:
+            raise self.parse_error(view, n_fields, exc) from None
         if table.num_rows == 0:
-            raise self.fail("unreadable_csv", "The submission has no header row.")
+            raise self.fail("unreadable_csv", f"The submission {name} has no header row.")
         return table
+
+    def long_line(self, data: bytes, offset: int, length: int) -> InvalidSubmission:
+        start = data[offset : offset + 40].decode("utf-8", "replace")
+        return self.fail(
+            "unreadable_csv",
+            f"Line {_line_number(data, offset):,} of the submission {self.path.name} is "
+            f"{length:,} bytes long (it starts {_show(start + '…')}); the grader reads lines of "
+            f"at most {MAX_LINE_BYTES:,} bytes ({MAX_LINE_BYTES >> 20} MiB). Each line is one "
+            "row: an id as written in test.csv and one prediction.",
+        )
+
+    def parse_error(
+        self, view: memoryview, n_fields: int, exc: pa.ArrowException
+    ) -> InvalidSubmission:
+        """Arrow's complaint as a message naming the file, the row and what to do."""
+        name = self.path.name
+        message = str(exc).removeprefix("CSV parse error: ")
+        if "columns, got" in message:  # a ragged row: read again, one thread, to find it
+            rows: list = []
+
+            def first_bad_row(row):  # pyarrow.csv.InvalidRow
+                rows.append(row)
+                return "error"
+
+            with contextlib.suppress(pa.ArrowException):
+                _read_csv(view, n_fields, use_threads=False, invalid_row_handler=first_bad_row)
+            if rows:
+                row = rows[0]
+                where = f"Data row {row.number - 1:,}" if row.number else "A data row"
+                return self.fail(
+                    "unreadable_csv",
+                    f"{where} of the submission {name} has {row.actual_columns} fields but the "
+                    f"header has {row.expected_columns}: {_show(row.text)}. Every row needs "
+                    "exactly one value per header column (quote a value that contains a comma).",
+                )
+        if "straddl" in message:  # cannot happen below MAX_LINE_BYTES; said plainly if it does
+            message = f"a line is longer than {MAX_LINE_BYTES:,} bytes"
+        return self.fail(
+            "unreadable_csv",
+            f"The submission {name} cannot be parsed as CSV: {_clip(message, 160)}.",
+        )
 
     def missing_id(self, names: list[str]) -> InvalidSubmission:
         id_col = self.task.id_column
@@ -661,6 +784,75 @@ def _file_kind(mode: int) -> str:
     return "special file"
 
 
+def _read_csv(view: memoryview, n_fields: int, *, use_threads: bool, **parse) -> pa.Table:
+    """Every column as text, nothing coerced; blocks as large as the longest line allowed."""
+    return pacsv.read_csv(
+        pa.py_buffer(view),
+        read_options=pacsv.ReadOptions(
+            autogenerate_column_names=True, use_threads=use_threads, block_size=MAX_LINE_BYTES
+        ),
+        parse_options=pacsv.ParseOptions(newlines_in_values=False, **parse),
+        convert_options=pacsv.ConvertOptions(
+            column_types={f"f{i}": pa.string() for i in range(n_fields)},
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+        memory_pool=_POOL,
+    )
+
+
+def _line_number(data: bytes, pos: int) -> int:
+    """1-based line of byte ``pos``; \\n, \\r\\n and a bare \\r each end a line."""
+    crlf = data.count(b"\r\n", 0, pos)
+    return 1 + data.count(b"\n", 0, pos) + data.count(b"\r", 0, pos) - crlf
+
+
+def _first_bad_utf8(data: bytes) -> int | None:
+    """Offset of the first byte that is not valid UTF-8, decoding a chunk at a time.
+
+    Decoding all at once would hold the whole text as a str, up to 4 bytes a character.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    for lo in range(0, len(data), _SCAN_CHUNK):
+        held = len(decoder.getstate()[0])  # an incomplete sequence from the previous chunk
+        try:
+            decoder.decode(view[lo : lo + _SCAN_CHUNK], final=lo + _SCAN_CHUNK >= len(data))
+        except UnicodeDecodeError as exc:
+            return lo - held + exc.start
+    return None
+
+
+def _first_long_line(data: bytes, start: int, limit: int) -> tuple[int, int] | None:
+    """(offset, length) of the first line longer than ``limit`` bytes, line ends excluded.
+
+    Fast path: a line longer than ``limit`` covers a whole aligned block of ``limit // 2``
+    bytes, so if every such block holds a line end (found by memchr within its first bytes
+    for any real CSV), no line is too long. Only otherwise are the line ends located.
+    """
+    block = max(1, limit // 2)
+    for lo in range(0, len(data) - block + 1, block):
+        if data.find(b"\n", lo, lo + block) < 0 and data.find(b"\r", lo, lo + block) < 0:
+            break
+    else:
+        return None
+    view = np.frombuffer(data, dtype=np.uint8)
+    line_start = start
+    for lo in range(start, len(data), _SCAN_CHUNK):
+        chunk = view[lo : lo + _SCAN_CHUNK]
+        ends = np.flatnonzero((chunk == 0x0A) | (chunk == 0x0D)) + lo
+        starts = np.concatenate(([line_start], ends[:-1] + 1)) if len(ends) else ends
+        too_long = np.flatnonzero(ends - starts > limit)
+        if len(too_long):
+            at = int(too_long[0])
+            return int(starts[at]), int(ends[at] - starts[at])
+        if len(ends):
+            line_start = int(ends[-1]) + 1
+    if len(data) - line_start > limit:  # the last line, without a line end
+        return line_start, len(data) - line_start
+    return None
+
+
 def _text(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
 
@@ -700,6 +892,9 @@ def _integer_keys(ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
             valid[at] = True
         except pa.ArrowInvalid:
             for i, v in zip(at, text.to_pylist(), strict=True):
+                # More than 19 digits is beyond int64, and int() refuses over 4,300 digits.
+                if len(v.lstrip("-").lstrip("0")) > 19:
+                    continue
                 k = int(v)
                 if -(2**63) <= k < 2**63:
                     keys[i], valid[i] = k, True

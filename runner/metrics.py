@@ -4,6 +4,12 @@ Every metric is computed with scikit-learn (imported lazily, on first score, so 
 this module stays cheap). ``higher_is_better`` turns a raw score into the benchmark's
 common orientation: maximize metrics stay as they are, minimize metrics are negated.
 
+Scores are float64 arithmetic, as the competitions compute them: finite predictions far
+from the target's scale can overflow (``rmse`` squares errors, so one prediction of 1e160
+gives inf). :meth:`Metric.score` returns that non-finite value quietly (no numpy warning);
+the grader decides whose fault it is (``runner.grading``). ``Metric.overflow`` says, for
+people, how a metric can overflow ("" if its predictions are bounded and it cannot).
+
 >>> m = get_metric("rmse")
 >>> m.direction, m.higher_is_better(0.5)
 ('minimize', -0.5)
@@ -34,6 +40,8 @@ class Metric:
 
     ``needs_probabilities``: predictions must lie in [0, 1] (the grader rejects others).
     ``task_types``: the task types the metric makes sense for.
+    ``overflow``: how large predictions make its float64 arithmetic overflow, completing
+    "it ..." in a message (e.g. "squares the errors and sums them"); "" if it cannot.
     """
 
     name: str
@@ -42,6 +50,7 @@ class Metric:
     task_types: frozenset[str]
     description: str
     fn: Callable[[np.ndarray, np.ndarray], float] = field(repr=False, compare=False)
+    overflow: str = ""
 
     def score(self, y_true: ArrayLike, y_pred: ArrayLike) -> float:
         """Raw metric value of ``y_pred`` against ``y_true`` (same length, same order)."""
@@ -52,7 +61,9 @@ class Metric:
                 f"metric {self.name!r}: y_true and y_pred must be 1-D and the same length, "
                 f"got shapes {yt.shape} and {yp.shape}"
             )
-        return float(self.fn(yt, yp))
+        # Overflow to inf (or inf - inf = nan) is an outcome the caller judges, not a warning.
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            return float(self.fn(yt, yp))
 
     def higher_is_better(self, score: float) -> float:
         """``score`` oriented so that larger is better (minimize metrics are negated)."""
@@ -132,8 +143,24 @@ METRICS: dict[str, Metric] = {
             "share of correct labels; predictions >= 0.5 count as class 1 (sklearn accuracy_score)",
             _accuracy,
         ),
-        Metric("rmse", "minimize", False, _REGRESSION, "root mean squared error", _rmse),
-        Metric("mae", "minimize", False, _REGRESSION, "mean absolute error", _mae),
+        Metric(
+            "rmse",
+            "minimize",
+            False,
+            _REGRESSION,
+            "root mean squared error",
+            _rmse,
+            overflow="squares the errors and sums them",
+        ),
+        Metric(
+            "mae",
+            "minimize",
+            False,
+            _REGRESSION,
+            "mean absolute error",
+            _mae,
+            overflow="sums the absolute errors",
+        ),
         Metric(
             "r2",
             "maximize",
@@ -141,6 +168,7 @@ METRICS: dict[str, Metric] = {
             _REGRESSION,
             "coefficient of determination (sklearn r2_score)",
             _r2,
+            overflow="squares the errors and sums them",
         ),
     )
 }

@@ -272,6 +272,8 @@ def test_unreachable_upstream_is_502(control: Path):
         (b"CONNECT api.openai.com:443 SPDY/3\r\n\r\n", 400),
         (b"CONNECT api.openai.com:443 HTTP/1.1\r\nno colon here\r\n\r\n", 400),
         (b"GET http://user:pw@api.openai.com/ HTTP/1.1\r\n\r\n", 400),
+        (b"GET http://[::1/v1 HTTP/1.1\r\n\r\n", 400),  # urlsplit raises ValueError
+        (b"GET http://[zz]/v1 HTTP/1.1\r\n\r\n", 400),
         (b"X" * 70_000, 431),
     ],
 )

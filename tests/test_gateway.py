@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
+from runner.gateway import server as gateway_server
 from runner.gateway.usage import ReplyParser
 
 REAL_KEY = "sk-real-SECRET-0123456789abcdef"
@@ -963,3 +964,55 @@ def test_official_openai_client_and_the_scripted_provider(tmp_path: Path):
         "bash",
         "bash",
     ]
+
+
+# -- memory: what the sandbox can make the gateway hold ------------------------------------------
+
+
+def test_bodies_held_at_once_are_capped_and_a_request_past_it_gets_503(tmp_path: Path):
+    """Two bodies fit the budget while the provider sits on them; a third is told to retry."""
+    with gateway(tmp_path, max_body_bytes=4096, max_buffered_body_bytes=8192) as g:
+        body = json.dumps({**REQUEST, "pad": "x" * 3000}).encode()
+        g.upstream.answers += [Answer(hang=True), Answer(hang=True)]
+        held = []
+        for _ in range(2):
+            conn = UnixHTTPConnection(g.socket)
+            conn.request("POST", "/v1/chat/completions", body=body)
+            held.append(conn)
+        deadline = time.monotonic() + 5
+        while len(g.upstream.seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(g.upstream.seen) == 2
+        request = b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body)
+        answer = raw(g.socket, request + body)
+        assert answer.startswith(b"HTTP/1.1 503 "), answer[:80]
+        assert b"at most 8,192 bytes of request bodies at once" in answer
+        chunked = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body)
+        )
+        assert raw(g.socket, chunked).startswith(b"HTTP/1.1 503 ")
+        g.upstream.release.set()  # the provider lets go: the budget is free again
+        for conn in held:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                conn.getresponse().read()
+            conn.close()
+        deadline = time.monotonic() + 5
+        while g.gateway._buffered_body_bytes and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert g.gateway._buffered_body_bytes == 0
+        assert g.post("/v1/chat/completions", json.loads(body))[0].status == 200
+        assert g.gateway.stats().rejected == 2
+
+
+def test_a_body_of_too_many_json_values_is_forwarded_unparsed(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(gateway_server, "MAX_PARSE_VALUES", 1000)
+    with gateway(tmp_path) as g:
+        many = {**REQUEST, "stream": True, "metadata": [{"a": i} for i in range(600)]}
+        g.upstream.answers.append(Answer(body=json.dumps(CHAT_JSON).encode()))
+        response, _ = g.post("/v1/chat/completions", many)
+        assert response.status == 200
+        assert json.loads(g.upstream.seen[0].body) == many  # as sent: no include_usage added
+        call = next(e for e in g.events() if e["event"] == "model_call")
+        assert call["request"] == {"cut": "not parsed: over 1,000 commas and brackets"}
+        assert call["usage"] == {"input": 11, "output": 7}  # the reply is still read

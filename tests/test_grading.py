@@ -20,6 +20,7 @@ from runner.grading import (
     load_answers,
     validate_submission,
 )
+from runner.metrics import Metric
 from runner.specs import TaskSpec
 
 N = 20
@@ -195,7 +196,139 @@ def test_empty_file(setup, content):
 def test_ragged_rows_are_a_parse_error(setup):
     task, answers, tmp = setup
     text = csv_text(IDS, perfect(kind_of(task))).replace("1003,", "1003,0.5,", 1)
-    expect_invalid("unreadable_csv", write(tmp, text), task, answers, "parsed as CSV", "3")
+    err = expect_invalid(
+        "unreadable_csv",
+        write(tmp, text),
+        task,
+        answers,
+        "Data row 2 of the submission submission.csv has 3 fields but the header has 2",
+        "'1003,0.5,",
+        "quote a value that contains a comma",
+    )
+    assert "CSV parse error" not in err.message
+
+
+def test_a_short_row_is_named_by_its_data_row(setup):
+    task, answers, tmp = setup
+    lines = csv_text(IDS, perfect(kind_of(task))).splitlines(keepends=True)
+    lines[15] = "\r\n" + IDS[14] + "\n"  # a blank line first: data rows skip it
+    expect_invalid(
+        "unreadable_csv",
+        write(tmp, "".join(lines)),
+        task,
+        answers,
+        f"Data row 15 of the submission submission.csv has 1 fields but the header has 2: "
+        f"'{IDS[14]}'",
+    )
+
+
+def test_a_ragged_row_deep_in_a_large_file_is_found(tmp_path):
+    n = 300_000  # several Arrow blocks, parsed on several threads
+    ids = [str(i) for i in range(n)]
+    answers = pd.DataFrame({"id": ids, "target": np.zeros(n)})
+    rows = [f"{i},0\n" for i in ids]
+    rows[250_000] = "250000,0,7\n"
+    path = write(tmp_path, "id,target\n" + "".join(rows))
+    with pytest.raises(InvalidSubmission) as info:
+        grade_submission(path, REGRESSION, answers)
+    assert info.value.code == "unreadable_csv"
+    assert "Data row 250,001 of the submission submission.csv has 3 fields" in info.value.message
+
+
+# --------------------------------------------------------------------------- long lines
+
+
+def test_a_10_mb_id_is_a_line_too_long(setup):
+    task, answers, tmp = setup
+    huge = "7" * (10 * 1024 * 1024)
+    text = csv_text([huge, *IDS[1:]], perfect(kind_of(task)))
+    err = expect_invalid(
+        "unreadable_csv",
+        write(tmp, text),
+        task,
+        answers,
+        "Line 2 of the submission submission.csv is 10,485,7",  # the id, a comma, a number
+        "at most 1,048,576 bytes (1 MiB)",
+        "'7777777777",
+        "an id as written in test.csv",
+    )
+    assert "straddl" not in err.message and "block" not in err.message
+    assert len(err.message) < 800
+
+
+def test_the_line_limit_is_exact(tmp_path):
+    """A line of MAX_LINE_BYTES parses wherever it falls in Arrow's blocks; one byte more never."""
+    limit = grading.MAX_LINE_BYTES
+    for pad in (1, 5000, limit // 2, limit - 30):
+        for length, code in ((limit, "id_mismatch"), (limit + 1, "unreadable_csv")):
+            ids = list(IDS)
+            ids[0] = "8" * pad  # shifts where the long line starts
+            ids[3] = "9" * (length - len(",0.0"))
+            path = write(tmp_path, csv_text(ids, [0.0] * N))
+            err = expect_invalid(code, path, REGRESSION, answers_df("regression"))
+            if code == "unreadable_csv":
+                assert f"Line 5 of the submission submission.csv is {length:,} bytes" in err.message
+            else:
+                assert "2 submitted ids not among the test ids" in err.message
+
+
+@pytest.mark.parametrize("where", ["header", "last line without its line end", "bare CR"])
+def test_long_lines_anywhere_are_named(tmp_path, where):
+    big = "5" * (grading.MAX_LINE_BYTES + 10)
+    if where == "header":
+        text, line = f"id,{big}\n" + "1000,0.5\n", 1
+    elif where == "bare CR":
+        text, line = "id,target\r1000,0.5\r" + f"{big},0.5\r1003,1\r", 3
+    else:
+        text, line = csv_text(IDS, Y_REG) + big, N + 2
+    err = expect_invalid("unreadable_csv", write(tmp_path, text), REGRESSION, answers_df("r"))
+    assert f"Line {line} of the submission submission.csv" in err.message
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 64, 1 << 22])
+def test_first_long_line_across_scan_chunks(monkeypatch, chunk):
+    monkeypatch.setattr(grading, "_SCAN_CHUNK", chunk)
+    find = grading._first_long_line
+    assert find(b"ab\ncd\r\nef", 0, 2) is None
+    assert find(b"ab\ncde\r\nef", 0, 2) == (3, 3)
+    assert find(b"ab\r\ncd\rabcdefgh", 0, 5) == (7, 8)  # the last line, no line end
+    assert find(b"abcdefg\nxy", 0, 5) == (0, 7)
+    assert find(b"\xef\xbb\xbfabcde\nx", 3, 5) is None  # a BOM is not part of the header
+    assert find(b"x" * 40 + b"\n" + b"y" * 41 + b"\n", 0, 40) == (41, 41)
+
+
+def test_first_long_line_agrees_with_splitting_the_lines(monkeypatch):
+    monkeypatch.setattr(grading, "_SCAN_CHUNK", 16)
+    rng = np.random.default_rng(12)
+    for _ in range(3000):
+        data = bytes(rng.choice(list(b"aaaaaaa\n\r"), size=int(rng.integers(0, 60))))
+        limit = int(rng.integers(1, 12))
+        lines, start = [], 0
+        for i, byte in enumerate(data):
+            if byte in b"\r\n":
+                lines.append((start, i - start))
+                start = i + 1
+        lines.append((start, len(data) - start))
+        expected = next(((s, n) for s, n in lines if n > limit), None)
+        assert grading._first_long_line(data, 0, limit) == expected, (data, limit)
+
+
+def test_bad_utf8_is_found_across_scan_chunks(monkeypatch):
+    monkeypatch.setattr(grading, "_SCAN_CHUNK", 4)
+    text = "id,é€😀\n".encode()  # 2-, 3- and 4-byte characters straddle the 4-byte chunks
+    assert grading._first_bad_utf8(text) is None
+    bad = text + "ab€".encode()[:-1] + b"x"  # a cut 3-byte character
+    assert grading._first_bad_utf8(bad) == len(text) + 2
+    assert grading._first_bad_utf8(text + b"\xff") == len(text)
+    assert grading._first_bad_utf8(text + "€".encode()[:2]) == len(text)  # cut at the end
+
+
+def test_nul_bytes_are_named_with_their_line(setup):
+    task, answers, tmp = setup
+    text = csv_text(IDS, perfect(kind_of(task))).encode().replace(b"1006,", b"10\x0006,")
+    expect_invalid(
+        "unreadable_csv", write(tmp, text), task, answers, "NUL bytes", "line 4", "byte offset"
+    )
 
 
 # --------------------------------------------------------------------------- columns and rows
@@ -575,3 +708,140 @@ def test_integer_typed_answers_ids_are_accepted(tmp_path):
     answers = pd.DataFrame({"id": [int(i) for i in IDS], "target": Y_REG})
     sub = write(tmp_path, csv_text(IDS, Y_REG))
     assert grade_submission(sub, REGRESSION, answers).score == 0.0
+
+
+# --------------------------------------------------------------------------- extreme predictions
+
+
+def with_metric(name: str) -> TaskSpec:
+    direction = "maximize" if name == "r2" else "minimize"
+    return REGRESSION.model_copy(
+        update={
+            "metric": REGRESSION.metric.model_copy(update={"name": name, "direction": direction})
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["1e308", "-1e308", "1.7976931348623157e308", "-0.0", "5e-324", "1e-400", "1e160"]
+)
+def test_any_finite_float_is_a_valid_regression_prediction(tmp_path, value):
+    """As on Kaggle: validation accepts every finite float; scoring may still overflow."""
+    preds: list[object] = list(Y_REG)
+    preds[2] = value
+    aligned = validate_submission(
+        write(tmp_path, csv_text(IDS, preds)), REGRESSION, answers_df("r")
+    )
+    assert aligned.iloc[2] == float(value) and np.isfinite(aligned).all()
+    assert np.signbit(aligned.iloc[2]) == value.startswith("-")
+
+
+@pytest.mark.parametrize("value", ["-0.0", "5e-324", "1e-400", "0.99999999999999999"])
+def test_edge_probabilities_are_valid_and_score(tmp_path, value):
+    preds: list[object] = [float(v) for v in Y_BIN]
+    preds[0] = value
+    result = grade_submission(write(tmp_path, csv_text(IDS, preds)), BINARY, answers_df("binary"))
+    assert np.isfinite(result.score)
+
+
+def overflow_case(metric: str, values: dict[int, str] | str) -> tuple[TaskSpec, list[object]]:
+    preds: list[object] = list(Y_REG)
+    if isinstance(values, str):
+        preds = [values] * N
+    else:
+        for row, value in values.items():
+            preds[row] = value
+    return with_metric(metric), preds
+
+
+@pytest.mark.parametrize(
+    ("metric", "values", "largest", "row"),
+    [
+        ("rmse", {6: "1e160"}, "1e+160", 6),
+        ("rmse", {6: "1e308"}, "1e+308", 6),
+        ("rmse", {9: "-1e308"}, "-1e+308", 9),
+        # each square (1.44e308) is finite; their sum is not
+        ("rmse", {3: "1.2e154", 4: "1.2e154"}, "1.2e+154", 3),
+        ("mae", "1e308", "1e+308", 0),  # each error is finite; their sum is not
+        ("mae", {1: "1.7e308", 2: "-1.7e308"}, "1.7e+308", 1),
+        ("r2", {6: "1e160"}, "1e+160", 6),
+        ("r2", {5: "-1e308"}, "-1e+308", 5),
+    ],
+)
+def test_a_metric_overflowing_on_the_predictions_is_an_invalid_submission(
+    tmp_path, metric, values, largest, row
+):
+    task, preds = overflow_case(metric, values)
+    path = write(tmp_path, csv_text(IDS, preds))
+    validate_submission(path, task, answers_df("r"))  # every value is a valid prediction
+    with pytest.raises(InvalidSubmission) as info:
+        grade_submission(path, task, answers_df("r"))
+    err = info.value
+    assert err.code == "non_finite_score" and err.code in REASON_CODES
+    assert f"Metric {metric!r} gives " in err.message and "inf" in err.message
+    assert f"predictions as large as {largest} (id '{IDS[row]}')" in err.message
+    assert "overflow" in err.message and "scale of 'target'" in err.message
+    assert str(max(Y_REG)) not in err.message  # nothing about the private answers
+
+
+@pytest.mark.parametrize(
+    ("metric", "values"),
+    [
+        ("rmse", {6: "1.2e154"}),  # one square is still finite
+        ("mae", {6: "1e308"}),
+        ("mae", "1e160"),
+        ("rmse", "1e150"),
+        ("r2", {6: "1e150"}),
+    ],
+)
+def test_huge_predictions_whose_metric_stays_finite_get_their_score(tmp_path, metric, values):
+    task, preds = overflow_case(metric, values)
+    result = grade_submission(write(tmp_path, csv_text(IDS, preds)), task, answers_df("r"))
+    assert np.isfinite(result.score) and np.isfinite(result.score_hib)
+    assert abs(result.score) > 1e100
+
+
+def test_overflow_caused_by_the_answers_scale_is_a_harness_error(tmp_path):
+    """Predictions 1% off answers of 1e200 overflow RMSE: the answers' fault, not the agent's."""
+    y = [1e200 * (1 if i % 2 else -1) for i in range(N)]
+    answers = pd.DataFrame({"id": IDS, "target": y})
+    path = write(tmp_path, csv_text(IDS, [repr(v * 0.99) for v in y]))
+    with pytest.raises(HarnessError, match=r"within the answers' own range .*overflow"):
+        grade_submission(path, REGRESSION, answers)
+
+
+def test_a_metric_undefined_on_the_answers_is_a_harness_error(tmp_path):
+    answers = pd.DataFrame({"id": IDS, "target": [1] * N})  # AUC needs both classes
+    path = write(tmp_path, csv_text(IDS, [0.5] * N))
+    with pytest.raises(HarnessError, match=r"'auc' is nan .*answers' own range.*one class"):
+        grade_submission(path, BINARY, answers)
+
+
+def fake_metric(fn, overflow: str = "squares the errors") -> Metric:
+    return Metric("rmse", "minimize", False, frozenset({"regression"}), "fake", fn, overflow)
+
+
+def test_a_metric_failing_only_on_the_predictions_is_an_invalid_submission(tmp_path, monkeypatch):
+    def picky(y_true, y_pred):
+        if np.abs(y_pred).max() > 1e6:
+            raise ValueError("predictions too wild")
+        return 1.0
+
+    monkeypatch.setattr(grading, "check_task_metric", lambda task: fake_metric(picky))
+    path = write(tmp_path, csv_text(IDS, ["1e9"] * N))
+    with pytest.raises(InvalidSubmission) as info:
+        grade_submission(path, REGRESSION, answers_df("r"))
+    assert info.value.code == "invalid"
+    assert "ValueError: predictions too wild" in info.value.message
+    good = write(tmp_path, csv_text(IDS, Y_REG), name="good.csv")
+    assert grade_submission(good, REGRESSION, answers_df("r")).score == 1.0
+
+
+def test_a_bounded_metric_that_gives_inf_is_a_harness_error(tmp_path, monkeypatch):
+    def broken(y_true, y_pred):
+        return float("inf") if y_pred[0] == 42.0 else 0.5
+
+    monkeypatch.setattr(grading, "check_task_metric", lambda task: fake_metric(broken, ""))
+    path = write(tmp_path, csv_text(IDS, [42.0] * N))
+    with pytest.raises(HarnessError, match="cannot overflow: a bug in the metric"):
+        grade_submission(path, REGRESSION, answers_df("r"))

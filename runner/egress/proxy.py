@@ -239,7 +239,10 @@ def _reply(conn: socket.socket, status: int, text: str) -> None:
 
 def _plain_http_head(req: _Request) -> tuple[str, int, bytes]:
     """(host, port, request head for the origin server) for an absolute-form request."""
-    url = urlsplit(req.target)
+    try:
+        url = urlsplit(req.target)
+    except ValueError as exc:  # e.g. "http://[::1/": urlsplit checks brackets itself
+        raise BadRequest(f"malformed request target ({exc})") from None
     if url.scheme.lower() == "https":
         raise BadRequest("https:// requests go through CONNECT, not as a plain proxy request")
     if url.scheme.lower() != "http" or not url.netloc:

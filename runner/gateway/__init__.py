@@ -20,7 +20,8 @@ Typical use (by the attempt)::
 What it accepts (every byte from the sandbox is hostile): HTTP/1.1 (and 1.0) in origin form,
 with keep-alive, one thread per connection, at most ``max_connections`` at once (503 past
 that). Header at most 64 KiB within ``header_timeout`` (431 / closed), body at most
-``max_body_bytes`` (413), Content-Length or chunked; malformed requests get 400, CONNECT and
+``max_body_bytes`` (413), and all bodies held at once at most ``max_buffered_body_bytes``
+(503: retry), Content-Length or chunked; malformed requests get 400, CONNECT and
 unknown methods 405, targets outside the base path 404, absolute-form targets, ``.``/``..``
 segments and encoded slashes 400. None of this reaches the provider.
 
@@ -63,7 +64,9 @@ See :class:`GatewayStats` for what is counted, and how.
     {"event": "transcript_full", "t": ..., "max_bytes": ...}    # nothing is written after it
     {"event": "gateway_stop", "t": ..., "stats": {GatewayStats fields}}
 
-``request`` and ``reply`` are each cut to about 64 KiB. Requests the gateway refuses itself
+``request`` and ``reply`` are each cut to about 64 KiB. A request body is parsed for it (and
+for include_usage) only if it has at most ``MAX_PARSE_VALUES`` commas and brackets, and big
+ones one at a time: parsed JSON can take 25 times its text's size in Python objects. Requests the gateway refuses itself
 (400/404/405/413/431/503) are counted in ``GatewayStats.rejected`` and not transcribed.
 """
 

@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -41,6 +42,15 @@ BUFSIZE = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 MAX_HEADERS = 100
 MAX_BODY_BYTES = 32 * 1024**2
+# Request bodies held at once, all connections together: without it, max_connections clients
+# sending MAX_BODY_BYTES each would make the harness hold gigabytes. Past it: 503, retry.
+MAX_BUFFERED_BODY_BYTES = 2 * MAX_BODY_BYTES
+# Parsed JSON takes up to ~110 bytes of Python objects per comma, brace and bracket of its
+# text (measured: 8 MiB of [{"a":1},...] parses into 216 MB). A body with more of them is
+# forwarded unparsed (no transcript summary, no include_usage), and bodies of
+# PARSE_ALONE_BYTES or more are parsed one at a time, gateway-wide: ~110 MB at most.
+MAX_PARSE_VALUES = 1_000_000
+PARSE_ALONE_BYTES = 1024**2
 MAX_CONNECTIONS = 64
 HEADER_TIMEOUT = 30.0  # the whole request header, once its first byte arrived
 IDLE_TIMEOUT = 300.0  # a kept-alive connection waiting for its next request
@@ -51,7 +61,7 @@ LINGER_SECONDS = 1.0
 MAX_TRANSCRIPT_BYTES = 128 * 1024**2
 MAX_TRANSCRIPT_BODY = 64 * 1024  # serialized request / reply per transcript line
 MAX_ERROR_BODY = 64 * 1024  # error replies kept to find their code and message
-_NOT_PARSED = object()  # a model call's body not parsed yet
+_NOT_PARSED = object()  # a model call's body not summarized yet
 ALLOWED_METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"})
 QUOTA_HINTS = (  # quota failures of providers that send no FATAL_CODES code
     "exceeded your current quota",
@@ -181,11 +191,21 @@ class _Request:
 
 
 class _Client:
-    """Buffered, deadline-bounded reads of requests from one client connection."""
+    """Buffered, deadline-bounded reads of requests from one client connection.
 
-    def __init__(self, sock: socket.socket):
+    ``reserve(n)`` is called before a body's bytes are buffered (BadRequest if the gateway
+    holds too much already); ``reserved`` is what this client's current request holds.
+    """
+
+    def __init__(self, sock: socket.socket, reserve: Callable[[int], None] = lambda n: None):
         self.sock = sock
         self.buf = bytearray()
+        self._reserve = reserve
+        self.reserved = 0
+
+    def reserve(self, size: int) -> None:
+        self._reserve(size)
+        self.reserved += size
 
     def _fill(self, deadline: float) -> bool:
         left = deadline - time.monotonic()
@@ -224,7 +244,8 @@ class _Client:
         while len(self.buf) < size:
             if not self._fill(deadline):
                 raise ConnectionError("the client left in the middle of a request body")
-        data = bytes(self.buf[:size])
+        with memoryview(self.buf) as view:  # one copy, not two (a slice would be another)
+            data = bytes(view[:size])
         del self.buf[:size]
         return data
 
@@ -260,6 +281,7 @@ class _Client:
                 return bytes(body)
             if len(body) + size > limit:
                 raise BadRequest(413, f"request body larger than {limit} bytes")
+            self.reserve(size + 2)
             chunk = self.read_exact(size + 2, deadline)
             if not chunk.endswith(b"\r\n"):
                 raise BadRequest(400, "malformed chunk in the request body")
@@ -459,6 +481,7 @@ class ProviderGateway(SocketServer):
         request_timeout: float = 600.0,
         connect_timeout: float = CONNECT_TIMEOUT,
         max_body_bytes: int = MAX_BODY_BYTES,
+        max_buffered_body_bytes: int = MAX_BUFFERED_BODY_BYTES,
         max_connections: int = MAX_CONNECTIONS,
         header_timeout: float = HEADER_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
@@ -493,6 +516,9 @@ class ProviderGateway(SocketServer):
         self.request_timeout = request_timeout
         self.connect_timeout = min(connect_timeout, request_timeout)
         self.max_body_bytes = max_body_bytes
+        self.max_buffered_body_bytes = max(max_buffered_body_bytes, max_body_bytes)
+        self._buffered_body_bytes = 0
+        self._parse_alone = threading.Lock()
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self._proxy = self._proxy_for(url.scheme, url.hostname)
@@ -539,25 +565,43 @@ class ProviderGateway(SocketServer):
         _reply_and_close(sock, 503, text)
 
     def _serve(self, sock: socket.socket) -> None:
-        client = _Client(sock)
+        client = _Client(sock, self._reserve_body)
         upstream = _Upstream(self)
         try:
             while not self._stopping:
                 try:
-                    request = self._read_request(client)
-                except BadRequest as exc:
-                    with self._lock:
-                        self._stats["rejected"] += 1
-                    _reply_and_close(sock, exc.status, str(exc))
-                    return
-                except OSError:  # a silent client, a reset, or stop(): nothing to answer
-                    return
-                if request is None or not self._exchange(client, upstream, request):
-                    return
-                if not request.keep_alive:
-                    return
+                    try:
+                        request = self._read_request(client)
+                    except BadRequest as exc:
+                        with self._lock:
+                            self._stats["rejected"] += 1
+                        _reply_and_close(sock, exc.status, str(exc))
+                        return
+                    except OSError:  # a silent client, a reset, or stop(): nothing to answer
+                        return
+                    if request is None or not self._exchange(client, upstream, request):
+                        return
+                    if not request.keep_alive:
+                        return
+                finally:
+                    self._release_body(client)
         finally:
             upstream.close()
+
+    def _reserve_body(self, size: int) -> None:
+        with self._lock:
+            if self._buffered_body_bytes + size > self.max_buffered_body_bytes:
+                raise BadRequest(
+                    503,
+                    f"the gateway holds at most {self.max_buffered_body_bytes:,} bytes of "
+                    "request bodies at once and other requests use them now; retry shortly",
+                )
+            self._buffered_body_bytes += size
+
+    def _release_body(self, client: _Client) -> None:
+        with self._lock:
+            self._buffered_body_bytes -= client.reserved
+        client.reserved = 0
 
     def _read_request(self, client: _Client) -> _Request | None:
         head = client.read_head(self.idle_timeout, self.header_timeout)
@@ -593,6 +637,7 @@ class ProviderGateway(SocketServer):
             length = int(text)
             if length > self.max_body_bytes:
                 raise BadRequest(413, f"request body larger than {self.max_body_bytes} bytes")
+            client.reserve(length)
         expect = ",".join(_header(headers, "expect")).lower()
         if "100-continue" in expect and (chunked or length):
             client.sock.settimeout(WRITE_TIMEOUT)
@@ -625,10 +670,15 @@ class ProviderGateway(SocketServer):
     def _exchange(self, client: _Client, upstream: _Upstream, request: _Request) -> bool:
         """Forward one request and stream its reply back; whether the connection goes on."""
         kind = model_call_kind(request.method, request.path[len(self._base_path) :])
-        body, parsed = request.body, _NOT_PARSED
+        body, summary = request.body, _NOT_PARSED
         # Parsed before forwarding only if it may need include_usage; else after the reply.
+        # Only the transcript's summary is kept: the parsed body would hold far more memory.
         if kind == "openai-chat" and (b'"stream"' in body or b"\\u" in body):
-            body, parsed = prepare_body(kind, body)
+            with self._parsing(body) as parse:
+                if parse:
+                    body, parsed = prepare_body(kind, body)
+                    summary = _capped_request(kind, parsed)
+                    del parsed
         headers = self._upstream_headers(request, body)
         target = request.target
         if self._proxy is not None and self._scheme == "http":
@@ -641,14 +691,14 @@ class ProviderGateway(SocketServer):
             if self._stopping:
                 reply = Reply(error=(None, "the gateway stopped before the provider answered"))
                 self._account(kind, 0, seconds, reply, "stopped")
-                self._log(kind, request, 0, seconds, parsed, False, reply, "stopped")
+                self._log(kind, request, 0, seconds, summary, False, reply, "stopped")
                 return False
             status = 504 if isinstance(exc, TimeoutError) else 502
             problem = _redact_masked(f"{type(exc).__name__}: {exc}")[:500]
             log.info("gateway: provider unreachable: %s", problem)
             reply = Reply(error=(None, f"cannot reach the provider: {problem}"))
             self._account(kind, status, seconds, reply, None)
-            self._log(kind, request, status, seconds, parsed, False, reply, None)
+            self._log(kind, request, status, seconds, summary, False, reply, None)
             text = f"tmlbench gateway: cannot reach the provider: {problem}"
             try:
                 client.sock.settimeout(WRITE_TIMEOUT)
@@ -766,7 +816,7 @@ class ProviderGateway(SocketServer):
             send(pending + b"0\r\n\r\n" if chunked else pending)
         if interrupted is not None or client_gone or not response.isclosed() or response.will_close:
             upstream.close()
-        self._log(kind, request, status, seconds, parsed, event_stream, reply, interrupted)
+        self._log(kind, request, status, seconds, summary, event_stream, reply, interrupted)
         return interrupted is None and not client_gone and keep_alive
 
     def _account(
@@ -824,7 +874,7 @@ class ProviderGateway(SocketServer):
         request: _Request,
         status: int,
         seconds: float,
-        parsed: Any,
+        summary: Any,
         event_stream: bool,
         reply: Reply | None,
         interrupted: str | None,
@@ -849,11 +899,14 @@ class ProviderGateway(SocketServer):
         shown = reply.transcript() if reply is not None else {"error": "no reply"}
         if "error" in shown:
             shown["error"] = _redact_masked(shown["error"])
-        if parsed is _NOT_PARSED:
-            try:
-                parsed = json.loads(request.body)
-            except (ValueError, RecursionError):
-                parsed = None
+        if summary is _NOT_PARSED:
+            summary = None
+            with self._parsing(request.body) as parse:
+                if parse:
+                    with contextlib.suppress(ValueError, RecursionError):
+                        summary = _capped_request(kind, json.loads(request.body))
+                else:
+                    summary = {"cut": f"not parsed: over {MAX_PARSE_VALUES:,} commas and brackets"}
         entry: dict[str, Any] = {
             "protocol": kind,
             "method": request.method,
@@ -862,12 +915,24 @@ class ProviderGateway(SocketServer):
             "seconds": round(seconds, 3),
             "stream": event_stream,
             "usage": {"input": usage[0], "output": usage[1]} if usage is not None else None,
-            "request": _capped_request(kind, parsed),
+            "request": summary,
             "reply": _capped(shown),
         }
         if interrupted is not None:
             entry["interrupted"] = interrupted
         self._transcript.write("model_call", **entry)
+
+    @contextlib.contextmanager
+    def _parsing(self, body: bytes) -> Iterator[bool]:
+        """Whether ``body`` may be parsed; while True, big bodies are parsed one at a time."""
+        values = body.count(b",") + body.count(b"{") + body.count(b"[")
+        if values > MAX_PARSE_VALUES:
+            yield False
+        elif len(body) < PARSE_ALONE_BYTES:
+            yield True
+        else:
+            with self._parse_alone:
+                yield True
 
     # -- the provider side -----------------------------------------------------------------
 

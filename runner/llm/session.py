@@ -4,6 +4,12 @@ The sandbox runs ``toolhost.py``, which connects back over a unix socket; this s
 it the model's tool calls and returns their results to the model, until the model calls
 ``finish``, stops using tools, runs out of steps, fails at the provider, or the budget ends.
 Every request, reply, retry and tool result goes to ``transcript.jsonl`` (never the key).
+
+The tool host is the agent's side: its replies are read through a
+:class:`~runner.llm.tools.ToolHostChannel` (size cap, deadline, schema), and one connection
+is accepted, ever. How the conversation ended is an :class:`Outcome`; ``runner.drivers``
+turns it into the record's status (``harness_fault`` → ``harness_error``, ``provider_error``
+→ ``provider_error``, ``agent_fault`` → ``runtime_error``, else the grader decides).
 """
 
 from __future__ import annotations
@@ -19,7 +25,16 @@ from importlib.resources import files
 from pathlib import Path
 
 from runner.llm.client import ChatClient, ContextTooLong, OutOfTime, ProviderFailure
-from runner.llm.tools import TOOLS, MalformedCall, ToolCall, parse_call
+from runner.llm.tools import (
+    TOOLS,
+    MalformedCall,
+    ProtocolViolation,
+    ToolCall,
+    ToolHostChannel,
+    ToolHostGone,
+    frame_cap,
+    parse_call,
+)
 from runner.specs import AgentSpec
 
 SYSTEM_PROMPT = files(__package__).joinpath("system.md").read_text(encoding="utf-8")
@@ -43,17 +58,19 @@ class Usage:
 
 @dataclass
 class Outcome:
-    """How the conversation ended; ``provider_error`` set means the attempt is one."""
+    """How the conversation ended; at most one of the three faults is set.
+
+    ``provider_error``: the provider refused for good (the attempt is a provider_error);
+    ``agent_fault``: the sandboxed side broke the tool-host protocol (a runtime_error, the
+    agent's: its model's commands can reach the tool host); ``harness_fault``: a bug of ours.
+    """
 
     reason: str = "not started"
     provider_error: str | None = None
+    agent_fault: str | None = None
     harness_fault: str | None = None
     out_of_time: bool = False
     usage: Usage = field(default_factory=Usage)
-
-
-class ToolHostGone(Exception):
-    """The sandboxed tool host is no longer there (the budget ended, or it crashed)."""
 
 
 class LlmSession:
@@ -88,6 +105,8 @@ class LlmSession:
         socket_path.chmod(0o666)  # the sandbox user connects to it
         self._listener.listen(1)
         self._conn: socket.socket | None = None
+        self._channel: ToolHostChannel | None = None
+        self._frame_cap = frame_cap(self.llm.tool_output_chars, self.llm.read_file_bytes)
         self._transcript = transcript_path.open("a", encoding="utf-8")
         self._thread = threading.Thread(target=self._run, name="llm-session", daemon=True)
 
@@ -146,10 +165,16 @@ class LlmSession:
         )
         try:
             self._conn = self._accept()
+            self._channel = ToolHostChannel(self._conn, self._frame_cap)
             self.outcome.reason = self._converse()
         except ProviderFailure as exc:
             self.outcome.reason = "provider error"
             self.outcome.provider_error = str(exc)
+        except ProtocolViolation as exc:
+            self.outcome.reason = "the tool host broke the protocol"
+            self.outcome.agent_fault = f"the sandbox's tool host broke the protocol: {exc}"
+            self._log("protocol_violation", error=str(exc))
+            self._hang_up()  # the attacker's writes now fail; the tool host exits
         except OutOfTime as exc:
             # Leave the tool host waiting: the sandbox's deadline ends the attempt as a timeout.
             self.outcome.reason = f"out of time: {exc}"
@@ -170,8 +195,18 @@ class LlmSession:
             conn, _ = self._listener.accept()
         except (TimeoutError, OSError) as exc:
             raise ToolHostGone(f"the tool host never connected ({exc})") from exc
+        finally:
+            # One tool host, one connection: a later connect (a command posing as the tool
+            # host) is refused by the kernel instead of waiting in the backlog.
+            self._listener.close()
         conn.settimeout(None)
         return conn
+
+    def _hang_up(self) -> None:
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def _converse(self) -> str:
         messages: list[dict] = [
@@ -185,7 +220,7 @@ class LlmSession:
                 return "sandbox ended"
             reply = self._ask(messages)
             usage.steps += 1
-            message = reply["choices"][0].get("message") or {}
+            message = _message_of(reply)
             messages.append(_assistant_message(message))
             calls = message.get("tool_calls") or []
             if not calls:
@@ -197,7 +232,8 @@ class LlmSession:
                 continue
             finished = False
             for index, raw in enumerate(calls):
-                call_id = str(raw.get("id") or f"call_{usage.steps}_{index}")
+                given = raw.get("id") if isinstance(raw, dict) else None
+                call_id = str(given or f"call_{usage.steps}_{index}")
                 result, done = self._tool_result(raw)
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
                 finished = finished or done
@@ -228,18 +264,20 @@ class LlmSession:
                 self._log("context_too_long", error=str(exc), context_chars=self.context_chars)
                 continue
             self._count_usage(reply)
+            choice = reply["choices"][0] if isinstance(reply["choices"], list) else None
             self._log(
                 "response",
                 seconds=round(time.monotonic() - started, 3),
-                message=(reply["choices"][0].get("message") or {}),
-                finish_reason=reply["choices"][0].get("finish_reason"),
+                message=_message_of(reply),
+                finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
                 usage=reply.get("usage"),
             )
             return reply
         raise ProviderFailure("the conversation does not fit the model's context even when cut")
 
     def _count_usage(self, reply: dict) -> None:
-        usage = reply.get("usage") or {}
+        usage = reply.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if isinstance(prompt, int) and isinstance(completion, int):
             self.outcome.usage.tokens_in += prompt
@@ -314,24 +352,22 @@ class LlmSession:
         return reply["content"] + cut
 
     def _host(self, request: dict, timeout: float) -> dict:
-        """One request to the sandboxed tool host and its reply."""
-        conn = self._conn
-        if conn is None or self._stop.is_set():
+        """One request to the sandboxed tool host and its checked reply."""
+        channel = self._channel
+        if channel is None or self._stop.is_set():
             raise ToolHostGone("the sandbox has ended")
-        try:
-            conn.settimeout(max(0.1, min(timeout, self._remaining() + 5)))
-            conn.sendall(json.dumps(request).encode("utf-8") + b"\n")
-            line = _read_line(conn)
-        except (OSError, TimeoutError) as exc:
-            raise ToolHostGone(f"lost the tool host: {exc}") from exc
-        if not line:
-            raise ToolHostGone("the tool host closed the connection")
-        return json.loads(line)
+        return channel.request(request, max(0.1, min(timeout, self._remaining() + 5)))
 
     def _send_exit(self) -> None:
         conn = self._conn
-        if conn is not None and not self._stop.is_set() and not self.outcome.out_of_time:
+        if (
+            conn is not None
+            and not self._stop.is_set()
+            and not self.outcome.out_of_time
+            and self.outcome.agent_fault is None
+        ):
             with contextlib.suppress(OSError):
+                conn.settimeout(1.0)  # a tool host that stopped reading must not hold us
                 conn.sendall(b'{"op": "exit"}\n')
 
     def _remaining(self) -> float:
@@ -346,15 +382,22 @@ class LlmSession:
             pass
 
 
-def _read_line(conn: socket.socket) -> bytes:
-    chunks = []
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        if chunk.endswith(b"\n"):
-            return b"".join(chunks)
+def _message_of(reply: dict) -> dict:
+    """The reply's message, checked: a malformed one is the provider's failure, not ours."""
+    choices = reply.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    message = message or {}
+    problem = None
+    if not isinstance(choice, dict) or not isinstance(message, dict):
+        problem = "choices[0].message is not an object"
+    elif not isinstance(message.get("content") or "", (str, list)):  # text, or content parts
+        problem = "the message's content is neither text nor a list of parts"
+    elif not isinstance(message.get("tool_calls") or [], list):
+        problem = "the message's tool_calls is not a list"
+    if problem:
+        raise ProviderFailure(f"the provider's reply is malformed: {problem}")
+    return message
 
 
 def _assistant_message(message: dict) -> dict:

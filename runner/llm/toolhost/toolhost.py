@@ -2,7 +2,9 @@
 
 The harness (outside, holding the API key) decides what to do; this process only executes:
 a shell command with a timeout, a file write, a capped file read. It talks to the harness
-over a unix socket bind-mounted into the sandbox, one JSON object per line each way.
+over a unix socket bind-mounted into the sandbox, one JSON object per line each way; each
+reply echoes its request's ``id``, and has the fields the harness checks (``REPLY_SCHEMAS``
+in ``runner/llm/tools.py``), within the size cap it derives from ``max_chars``/``max_bytes``.
 Everything it does happens under the attempt's sandbox, caps and deadline, as the agent.
 
 Standard library only: the repository is not visible inside the sandbox.
@@ -11,6 +13,7 @@ Standard library only: the repository is not visible inside the sandbox.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -19,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
 def run_command(command: str, timeout: float, max_chars: int) -> dict:
@@ -87,6 +92,9 @@ def read_file(path: str, max_bytes: int) -> dict:
     return {"content": data.decode("utf-8", errors="replace"), "truncated": truncated}
 
 
+MAX_ERROR_CHARS = 1000  # within the harness's allowance for the reply's other fields
+
+
 def handle(request: dict) -> dict:
     op = request.get("op")
     try:
@@ -97,8 +105,10 @@ def handle(request: dict) -> dict:
         if op == "read":
             return read_file(request["path"], request["max_bytes"])
     except OSError as exc:
-        return {"error": f"{type(exc).__name__}: {exc.strerror or exc}"}
-    return {"error": f"unknown operation {op!r}"}
+        return {"error": f"{type(exc).__name__}: {exc.strerror or exc}"[:MAX_ERROR_CHARS]}
+    except Exception as exc:  # e.g. a lone surrogate in the content: the model is told
+        return {"error": f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]}
+    return {"error": f"unknown operation {op!r}"[:MAX_ERROR_CHARS]}
 
 
 def echo(request: dict, response: dict) -> None:
@@ -110,18 +120,35 @@ def echo(request: dict, response: dict) -> None:
     print(f"[exit {response.get('exit_code')}]", flush=True)
 
 
+def not_dumpable() -> bool:
+    """Keep the model's commands (same uid) out of this process: /proc/PID/mem, ptrace,
+    pidfd_getfd on a non-dumpable process need CAP_SYS_PTRACE, which nobody here has.
+    The commands it starts are dumpable again (execve resets it): only the host is shielded."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def main() -> int:
+    if not not_dumpable():
+        print("tmlbench toolhost: could not make itself non-dumpable", file=sys.stderr)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(sys.argv[1])
     stream = sock.makefile("rwb")
-    for line in stream:
-        request = json.loads(line)
-        if request.get("op") == "exit":
-            return 0
-        response = handle(request)
-        echo(request, response)
-        stream.write(json.dumps(response).encode("utf-8") + b"\n")
-        stream.flush()
+    try:
+        for line in stream:
+            request = json.loads(line)
+            if request.get("op") == "exit":
+                return 0
+            response = handle(request)
+            echo(request, response)
+            stream.write(json.dumps({"id": request.get("id"), **response}).encode() + b"\n")
+            stream.flush()
+    except (BrokenPipeError, ConnectionError) as exc:
+        print(f"tmlbench toolhost: the harness closed the connection ({exc})", file=sys.stderr)
+        return 1
     return 0
 
 

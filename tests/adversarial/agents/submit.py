@@ -4,10 +4,12 @@ argv: workspace, mode, optional --answers and other host paths, --marker. Modes:
 symlink-answers (a link to the private answers' host path), symlink-device (to
 /dev/zero), fifo, device (mknod; falls back to a hard link, then a symlink), directory,
 huge (5 GiB: truncate, seek+write, then the largest sparse file the caps allow), binary
-(random bytes with NULs).
+(random bytes with NULs); overflow-one / overflow-all (the sample submission with ``--value``
+as the prediction of its first row / of every row: finite numbers whose metric overflows).
 """
 
 import argparse
+import csv
 import os
 import stat
 
@@ -16,6 +18,7 @@ from _report import emit, outcome
 p = argparse.ArgumentParser()
 p.add_argument("workspace")
 p.add_argument("mode")
+p.add_argument("--value", help="the prediction written by the overflow modes")
 for opt in ("--answers", "--public", "--other-run", "--repo-file", "--runs-dir", "--marker"):
     p.add_argument(opt)
 a = p.parse_args()
@@ -78,6 +81,19 @@ elif a.mode == "binary":
     with open(SUB, "wb") as f:
         f.write(b"\x00\xff\xfe" + os.urandom(1 << 20) + b"\x00" * 4096)
     tries["binary"] = "ok"
+elif a.mode in ("overflow-one", "overflow-all"):
+
+    def overflow() -> None:
+        with open("sample_submission.csv", newline="") as f:
+            rows = list(csv.reader(f))
+        for i, row in enumerate(rows[1:]):
+            if a.mode == "overflow-all" or i == 0:
+                row[1] = a.value
+        with open(SUB, "w", newline="") as f:
+            csv.writer(f).writerows(rows)
+
+    tries["overflow"] = outcome(overflow)
+    report["value"] = a.value
 else:
     raise SystemExit(f"unknown mode {a.mode}")
 
