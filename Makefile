@@ -25,14 +25,17 @@ help:
 
 install: system-deps .venv/.installed
 
-# bubblewrap is the default sandbox; install it when we can (root on Debian), else say how.
+# The sandbox's system parts: bubblewrap (the default backend), e2fsprogs (mkfs.ext4: each
+# attempt's workspace is a filesystem of its own) and libseccomp2 (the bwrap seccomp filter).
+# Installed when we can (root on Debian), else we say how.
 system-deps:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@{ command -v bwrap && PATH="$$PATH:/usr/sbin:/sbin" command -v mkfs.ext4 \
+	   && /sbin/ldconfig -p | grep -q 'libseccomp\.so\.2'; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing bubblewrap (the default sandbox)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	    echo "installing bubblewrap, e2fsprogs and libseccomp2 (the sandbox)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap e2fsprogs libseccomp2 >/dev/null; \
 	  else \
-	    echo "bubblewrap is missing: install it with 'sudo apt-get install bubblewrap' (Debian/Ubuntu)"; exit 1; \
+	    echo "the sandbox needs: 'sudo apt-get install bubblewrap e2fsprogs libseccomp2' (Debian/Ubuntu)"; exit 1; \
 	  fi; }
 
 # chromium drives the dashboard's browser test (never Playwright's own browser download);
@@ -128,6 +131,9 @@ bench: install
 	$(RUN) python benchmarks/dashboard.py
 	$(RUN) python benchmarks/gateway_overhead.py
 	$(RUN) python benchmarks/cli_startup.py
+	$(RUN) python benchmarks/workspace_fs.py
+	$(RUN) python benchmarks/frame_flood.py
+	$(RUN) python benchmarks/seccomp_overhead.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache

@@ -35,6 +35,9 @@ from runner.records import (
     write_record,
 )
 from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, SandboxResult
+from runner.sandbox.views import VIEWS_NAME
+from runner.sandbox.views import release as release_views
+from runner.sandbox.workspace import recover as recover_workspace
 from runner.specs import AgentSpec, TaskSpec
 
 GIB = 1024**3
@@ -218,6 +221,9 @@ def _record_dead_harness(
     """
     now = _now()
     started, info = _started_at(run_dir)
+    # Its mounts outlive a killed harness: the workspace's own filesystem and the views.
+    recover_workspace(run_dir / WORKSPACE_DIR, limits.disk_bytes, limits.inodes)
+    release_views(run_dir / VIEWS_NAME)
     _drop_inputs(run_dir / WORKSPACE_DIR)
     _clear_leftovers(run_dir)
     who = (
@@ -283,6 +289,11 @@ def _execute(
         peak_memory_bytes=result.peak_memory_bytes,
         exit_code=result.exit_code,
         limit_exceeded=result.limit_exceeded,
+        workspace_bytes=result.workspace_bytes,
+        workspace_files=result.workspace_files,
+        workspace_removed=result.workspace_removed,
+        workspace_listing_path=_relative(result.workspace_listing, run_dir),
+        sandbox_notes=result.notes or None,
         local_validation_score=_local_score(request.stdout_path),
         stdout_path="stdout.log",
         stderr_path="stderr.log",
@@ -367,6 +378,7 @@ def _limits(agent: AgentSpec, budget_seconds: int, cpuset: str | None) -> Sandbo
         memory_bytes=int(agent.limits.memory_gb * GIB),
         pids=agent.limits.pids,
         disk_bytes=int(agent.limits.disk_gb * GIB),
+        inodes=agent.limits.files,
         cpuset=cpuset,
     )
 
@@ -443,6 +455,11 @@ def _record_base(
         "tmlbench_version": __version__,
         "git_sha": git_sha(),
     }
+
+
+def _relative(path: Path | None, run_dir: Path) -> str | None:
+    """A run file's path as records keep it: relative to the run folder."""
+    return None if path is None else str(path.relative_to(run_dir))
 
 
 def _empty_dir(path: Path) -> Path:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from runner.clis import InstalledCli, require_installed
@@ -33,6 +32,7 @@ from runner.errors import HarnessError, TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
 from runner.llm.session import LlmSession
 from runner.sandbox import Bind, Sandbox, SandboxPaths
+from runner.sandbox.views import private_dir
 from runner.specs import AgentSpec
 from runner.templates import fill
 
@@ -107,7 +107,7 @@ class CommandDriver(ProgramDriver):
         super().__init__(agent, agent_code_dir)
         self.cli = cli
         # A short host path: unix socket paths are limited to 107 bytes.
-        self.control = Path(tempfile.mkdtemp(prefix="tmlbench-cmd-"))
+        self.control = private_dir("tmlbench-cmd-")  # sockets: on a tmpfs, no host path
         self.control.chmod(0o755)
         allow = agent.egress.allow if agent.egress else ()
         self.proxy = EgressProxy(egress_socket(self.control), allow=allow)
@@ -203,7 +203,7 @@ class LlmDriver(ProgramDriver):
     def __init__(self, agent: AgentSpec, instructions: str, budget_seconds: int, run_dir: Path):
         super().__init__(agent, TOOLHOST_DIR)
         # A short host path: unix socket paths are limited to 107 bytes.
-        self.control = Path(tempfile.mkdtemp(prefix="tmlbench-llm-"))
+        self.control = private_dir("tmlbench-llm-")
         self.binds = (Bind(self.control, TOOLS_INSIDE),)
         key_env = agent.llm.api_key_env if agent.llm else None
         self.session = LlmSession(
@@ -236,6 +236,8 @@ class LlmDriver(ProgramDriver):
             raise HarnessError(f"the agent loop failed:\n{outcome.harness_fault}")
         if outcome.provider_error:
             return {"status": "provider_error", "error_message": outcome.provider_error}
+        if outcome.agent_fault:  # the sandboxed side broke the tool-host protocol
+            return {"status": "runtime_error", "error_message": outcome.agent_fault}
         return None
 
 

@@ -158,6 +158,9 @@ def test_kill_9_mid_bench_records_the_interrupted_attempt_and_the_rerun_complete
     # bwrap --die-with-parent: the sandbox (setsid'd grandchild included) dies with its harness
     wait_for(lambda: not alive(sandboxed), 10, f"sandboxed processes {alive(sandboxed)} to die")
     assert not (runs / second_id / RECORD_FILE).exists()
+    # Its mounts outlived it: the workspace's own filesystem and the views of the agent's code.
+    assert os.path.ismount(runs / second_id / "workspace")
+    assert list((runs / second_id / ".views").iterdir())
     started = json.loads((runs / second_id / STARTED_FILE).read_text())
     assert started["harness_pid"] == harness.pid
 
@@ -175,6 +178,10 @@ def test_kill_9_mid_bench_records_the_interrupted_attempt_and_the_rerun_complete
     assert (runs / second_id / "workspace" / "alive").is_file()
     assert not (runs / second_id / "workspace" / "train.csv").exists()
     assert not list((runs / second_id).glob(f"{TEMP_PREFIX}*"))
+    # The rerun released what the dead harness had mounted.
+    assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+    assert not list((runs / second_id).glob(".workspace*"))
+    assert not (runs / second_id / ".views").exists()
 
     records = sorted(load_records(runs), key=lambda r: r.attempt_index)
     assert [(r.run_id, r.status) for r in records] == [

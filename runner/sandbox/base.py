@@ -10,6 +10,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.errors import HarnessError
+from runner.sandbox.lifecycle import Ended, Limit, classify
+from runner.sandbox.workspace import Workspace
+
 GIB = 1024**3
 
 
@@ -21,6 +25,7 @@ class SandboxLimits:
     memory_bytes: int = 4 * GIB
     pids: int = 256
     disk_bytes: int = 2 * GIB
+    inodes: int = 200_000  # files and folders the workspace may hold
     cpuset: str | None = None
     grace_seconds: float = 1.0
 
@@ -71,17 +76,28 @@ class SandboxResult:
     exit_code: int | None  # shell convention: killed by signal N -> 128 + N
     wall_seconds: float
     timed_out: bool = False
-    limit_exceeded: str | None = None  # "memory", "pids" or "disk" when a cap ended the attempt
+    limit_exceeded: Limit | None = None  # the cap that ended the attempt, if one did
     cpu_seconds: float | None = None
     peak_memory_bytes: int | None = None
+    workspace_bytes: int | None = None  # used when the attempt ended (own filesystem only)
+    workspace_files: int | None = None
+    workspace_removed: bool = False  # the cap ended it: nothing the agent wrote was kept
+    workspace_listing: Path | None = None  # its largest files, when it was removed
     notes: list[str] = field(default_factory=list)
 
 
 class Sandbox(ABC):
-    """A place to run untrusted agent code."""
+    """A place to run untrusted agent code.
+
+    :meth:`run` is the whole lifecycle of an attempt, the same for every backend: the
+    workspace gets its capped filesystem, the backend runs the command to its end
+    (:meth:`execute`), the workspace is settled once every process is gone, and the caps'
+    evidence is classified. A backend only says how to start, watch and kill.
+    """
 
     name: str
     isolated: bool
+    workspace_owner: tuple[int, int] | None = None  # uid/gid the workspace is handed to
 
     @abstractmethod
     def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
@@ -91,6 +107,43 @@ class Sandbox(ABC):
         """Where ``bind`` appears to the sandboxed program."""
         return bind.inside
 
-    @abstractmethod
     def run(self, request: SandboxRequest) -> SandboxResult:
         """Run the request to completion or deadline; never raises for anything the agent does."""
+        if not request.workspace.is_dir():
+            raise HarnessError(f"workspace {request.workspace} does not exist; create it first")
+        if not Path(request.agent_dir).is_dir():
+            raise HarnessError(f"agent directory {request.agent_dir} does not exist")
+        limits = request.limits
+        workspace = Workspace(
+            request.workspace, limits.disk_bytes, limits.inodes, owner=self.workspace_owner
+        )
+        workspace.open()
+        try:
+            ended = self.execute(request, workspace)
+        except BaseException:
+            workspace.abandon()
+            raise
+        disk_hit = workspace.close(failed=ended.failed)
+        limit, notes = classify(ended, disk_hit=disk_hit)
+        return SandboxResult(
+            backend=self.name,
+            exit_code=ended.exit_code,
+            wall_seconds=ended.wall_seconds,
+            timed_out=ended.timed_out,
+            limit_exceeded=limit,
+            cpu_seconds=ended.cpu_seconds,
+            peak_memory_bytes=ended.peak_memory_bytes,
+            workspace_bytes=workspace.usage.bytes,
+            workspace_files=workspace.usage.files,
+            workspace_removed=workspace.removed,
+            workspace_listing=workspace.listing,
+            notes=[*ended.notes, *workspace.notes, *notes],
+        )
+
+    @abstractmethod
+    def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
+        """Start the command, keep the deadline and caps, kill every process, account.
+
+        ``workspace.watch(on_exceed)`` once the command runs (the fallback disk poll), and
+        ``workspace.exceeded`` in the deadline loop; return only when no process is left.
+        """

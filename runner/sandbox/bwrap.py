@@ -2,11 +2,14 @@
 
 Inside the sandbox the agent sees only: /usr (with /bin, /lib, /lib64, /sbin as on the
 host), a handful of /etc files, fresh /proc, /dev, a size-limited tmpfs at /tmp and
-/dev/shm, the workspace read-write at /workspace, its own code read-only at /opt/agent
-and the harness's Python read-only (venv at /opt/tmlbench/venv, the base interpreter at
-its own host path because the venv's python symlinks to it). No network (new net
-namespace: loopback only), new pid/ipc/uts/cgroup namespaces, all capabilities dropped,
-uid/gid 65534 in a user namespace that cannot create further user namespaces.
+/dev/shm, the workspace read-write at /workspace (a filesystem of its own:
+runner/sandbox/workspace.py), its own code read-only at /opt/agent and the harness's
+Python read-only (venv at /opt/tmlbench/venv, the base interpreter at its own host path
+because the venv's python symlinks to it). Read-only folders are bound through views
+(runner/sandbox/views.py), so the sandbox's mount table names no host folder. No network
+(new net namespace: loopback only), new pid/ipc/uts/cgroup namespaces, all capabilities
+dropped, uid/gid 65534 in a user namespace that cannot create further user namespaces,
+and a seccomp filter (runner/sandbox/seccomp.py).
 
 The environment is handed to bwrap through its own (exact) environment rather than
 ``--clearenv --setenv``, and bwrap's arguments through ``--args FD``: command lines are
@@ -16,19 +19,20 @@ sandbox, revealing host paths), environments are private to their owner.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 from pathlib import Path
 
 from runner.errors import HarnessError
-from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest, SandboxResult
-from runner.sandbox.supervise import Launch, strip_setid_bits, supervise
+from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
+from runner.sandbox.lifecycle import Ended
+from runner.sandbox.seccomp import bwrap_filter
+from runner.sandbox.supervise import Launch, memfd, supervise
+from runner.sandbox.views import VIEWS_NAME, SynthesizedFiles, Views, views_problem
+from runner.sandbox.workspace import Workspace
 
 WORKSPACE = "/workspace"
 AGENT_DIR = "/opt/agent"
@@ -91,6 +95,10 @@ def bwrap_problem() -> str | None:
             "namespaces (sysctl user.max_user_namespaces > 0, "
             "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu) or root"
         )
+    try:  # the seccomp filter is part of the sandbox: no filter, no bwrap backend
+        bwrap_filter()
+    except HarnessError as exc:
+        return str(exc)
     return None
 
 
@@ -110,23 +118,7 @@ def _top_level_args() -> list[str]:
     return args
 
 
-_etc_lock = threading.Lock()
-_etc_dir: Path | None = None
-
-
-def _synth_etc() -> Path:
-    """A private directory with the synthesized /etc files (recreated if it disappears)."""
-    global _etc_dir
-    with _etc_lock:
-        if _etc_dir is None or not all((_etc_dir / n).is_file() for n in ETC_SYNTH):
-            d = Path(tempfile.mkdtemp(prefix="tmlbench-etc-"))
-            d.chmod(0o755)
-            for name, text in ETC_SYNTH.items():
-                (d / name).write_text(text)
-                (d / name).chmod(0o644)
-            atexit.register(shutil.rmtree, d, True)
-            _etc_dir = d
-        return _etc_dir
+SYNTH_ETC = SynthesizedFiles("tmlbench-etc-", ETC_SYNTH)
 
 
 class BwrapSandbox(Sandbox):
@@ -156,12 +148,17 @@ class BwrapSandbox(Sandbox):
     def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
         return SandboxPaths(workspace=WORKSPACE, agent_dir=AGENT_DIR, python=self.python)
 
-    def argv(self, request: SandboxRequest) -> list[str]:
-        """The bwrap command line for ``request`` (host paths → sandbox paths)."""
+    def argv(self, request: SandboxRequest, views: Views | None = None) -> list[str]:
+        """The bwrap command line for ``request`` (host paths → sandbox paths).
+
+        With ``views``, read-only folders are bound through them (no host path in the
+        sandbox's mount table).
+        """
         workspace = Path(request.workspace).resolve()
         agent_dir = Path(request.agent_dir).resolve()
         if not agent_dir.is_dir():
             raise HarnessError(f"agent directory {agent_dir} does not exist")
+        shown = views.view if views is not None else (lambda folder: Path(folder).resolve())
         tmp_size = str(max(1 << 20, min(request.limits.disk_bytes, request.limits.memory_bytes)))
         a = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
@@ -170,7 +167,7 @@ class BwrapSandbox(Sandbox):
         a += ["--ro-bind", "/usr", "/usr", *_top_level_args()]
         for path in ETC_FILES:
             a += ["--ro-bind-try", path, path]
-        etc = _synth_etc()
+        etc = SYNTH_ETC.folder()
         for name in ETC_SYNTH:
             a += ["--ro-bind", str(etc / name), f"/etc/{name}"]
         a += ["--proc", "/proc", "--dev", "/dev"]
@@ -183,17 +180,18 @@ class BwrapSandbox(Sandbox):
         a += ["--size", tmp_size, "--tmpfs", "/tmp"]
         a += ["--size", tmp_size, "--tmpfs", "/dev/shm"]
         base = self.base_prefix
+        # The venv's python links to the base interpreter by its host path (and the
+        # interpreter finds libpython through an absolute RUNPATH), so it appears there.
         if base.resolve() != self.prefix and not str(base).startswith("/usr/"):
-            a += ["--ro-bind", str(base.resolve()), str(base)]
-        a += ["--ro-bind", str(self.prefix), VENV]
-        a += ["--ro-bind", str(agent_dir), AGENT_DIR]
+            a += ["--ro-bind", str(shown(base)), str(base)]
+        a += ["--ro-bind", str(shown(self.prefix)), VENV]
+        a += ["--ro-bind", str(shown(agent_dir)), AGENT_DIR]
         a += ["--bind", str(workspace), WORKSPACE]
         for bind in request.binds:
-            a += [
-                "--bind" if bind.writable else "--ro-bind",
-                str(Path(bind.host).resolve()),
-                bind.inside,
-            ]
+            if bind.writable:
+                a += ["--bind", str(Path(bind.host).resolve()), bind.inside]
+            else:
+                a += ["--ro-bind", str(shown(bind.host)), bind.inside]
         a += ["--remount-ro", "/", "--chdir", WORKSPACE, "--json-status-fd", "3", "--"]
         # bwrap always sets PWD; drop it again unless the caller asked for one.
         if "PWD" in request.env:
@@ -202,19 +200,24 @@ class BwrapSandbox(Sandbox):
             a += ["/usr/bin/env", "-u", "PWD", "--"]
         return a + list(request.command)
 
-    def run(self, request: SandboxRequest) -> SandboxResult:
+    def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
         problem = bwrap_problem()
         if problem:
             raise HarnessError(problem)
-        argv = self.argv(request)
-        split = argv.index("--")  # bwrap reads options from --args FD, not the command
-        launch = Launch(
-            argv=[argv[0], *argv[split:]],
-            fd_args=argv[1:split],
-            cwd=Path(request.workspace).resolve(),
-            bwrap=True,
-            notes=[f"bwrap: uid {SANDBOX_UID} in a user namespace, no network"],
-        )
-        result = supervise(self.name, request, launch)
-        result.notes += strip_setid_bits(Path(request.workspace))
-        return result
+        no_views = views_problem()
+        with Views(request.workspace.parent / VIEWS_NAME, enabled=no_views is None) as views:
+            argv = self.argv(request, views)
+            split = argv.index("--")  # bwrap reads options from --args FD, not the command
+            # The seccomp filter (runner/sandbox/seccomp.py), loaded by bwrap right before exec.
+            seccomp_fd = memfd("tmlbench-seccomp", bwrap_filter())
+            launch = Launch(
+                argv=[argv[0], *argv[split:]],
+                fd_args=[*argv[1:split], "--seccomp", str(seccomp_fd)],
+                cwd=Path(request.workspace).resolve(),
+                bwrap=True,
+                inherit_fds=(seccomp_fd,),
+                notes=[f"bwrap: uid {SANDBOX_UID} in a user namespace, no network, seccomp"],
+            )
+            if no_views:
+                launch.notes.append(f"bwrap: folders bound with their host paths ({no_views})")
+            return supervise(self.name, request, launch, workspace)

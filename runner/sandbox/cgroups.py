@@ -267,6 +267,10 @@ class AttemptCgroups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
+    def freeze(self) -> None:
+        """Stop every process of the attempt where it is (e.g. a writer over the disk cap)."""
+        self._freeze("FROZEN")
+
     def _freeze(self, state: str, timeout: float = 0.3) -> None:
         knob = self.dirs["freezer"] / "freezer.state"
         with contextlib.suppress(OSError):

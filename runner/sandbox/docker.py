@@ -3,13 +3,15 @@
 Every attempt gets its own container from the agent runtime image (``make docker-image``;
 runner/sandbox/image/): no network, uid/gid 65534, read-only root filesystem with a
 size-limited tmpfs at /tmp, all capabilities dropped, no-new-privileges, memory (no swap
-around it), pids and CPU caps, docker-init as pid 1 so orphans are reaped. The workspace
-is the only writable bind (at /workspace), the agent's code is read-only at /opt/agent,
-``request.binds`` appear at their ``inside`` paths.
+around it), pids and CPU caps, docker-init as pid 1 so orphans are reaped. The workspace (its own
+filesystem, handed to uid 65534: runner/sandbox/workspace.py) is the only writable bind
+(at /workspace); the agent's code is read-only at /opt/agent and ``request.binds`` appear
+at their ``inside`` paths, both through views that name no host path
+(runner/sandbox/views.py), as do /etc/hostname, /etc/hosts and /etc/resolv.conf.
 
-The harness keeps the deadline itself: at the deadline (or when the disk watchdog fires)
-``docker kill -s TERM``, after the grace period ``docker kill -s KILL`` (pid 1 dies, and
-with it the whole pid namespace), and always ``docker rm -f``. Output is attached with
+The harness keeps the deadline itself (:class:`~runner.sandbox.lifecycle.Watchdog`): at
+the deadline ``docker kill -s TERM``, after the grace period ``docker kill -s KILL`` (pid 1
+dies, and with it the whole pid namespace), and always ``docker rm -f``. Output is attached with
 ``docker start -a`` and capped on the host; the container's log driver is ``none`` so an
 agent cannot fill the engine's disk with logs.
 
@@ -41,9 +43,13 @@ import uuid
 from pathlib import Path
 
 from runner.errors import HarnessError
-from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest, SandboxResult
+from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
 from runner.sandbox.cgroups import v1_mounts
-from runner.sandbox.supervise import CappedLog, DiskWatch, log_head, strip_setid_bits
+from runner.sandbox.lifecycle import Ended, Watchdog
+from runner.sandbox.seccomp import docker_profile_path
+from runner.sandbox.supervise import CappedLog, log_head
+from runner.sandbox.views import VIEWS_NAME, SynthesizedFiles, Views, views_problem
+from runner.sandbox.workspace import Workspace
 
 IMAGE = "tmlbench-agent:latest"
 WORKSPACE = "/workspace"
@@ -57,6 +63,15 @@ ENGINE_HINT = (
     "start the Docker engine with `make docker-engine` (installs docker.io and starts dockerd)"
 )
 IMAGE_HINT = "build the agent runtime image with `make docker-image`"
+# Docker writes these three itself, bound from its data root; ours say the same, from a tmpfs.
+SYNTH_ETC = SynthesizedFiles(
+    "tmlbench-docker-etc-",
+    {
+        "hostname": "sandbox\n",
+        "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+        "resolv.conf": "# no network in the sandbox\n",
+    },
+)
 CLI_TIMEOUT = 60.0  # seconds for docker create/inspect/rm; kill gets less
 POLL = 0.05  # supervisor loop tick (seconds)
 DRAIN_SECONDS = 1.0
@@ -223,15 +238,6 @@ def _pids_max_events(path: Path) -> int:
 # -- host-side preparation -------------------------------------------------------------------
 
 
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    """lchown ``root`` and everything under it (symlinks themselves, never their targets)."""
-    os.lchown(root, uid, gid)
-    for top, dirs, files in os.walk(root):
-        for entry in (*dirs, *files):
-            with contextlib.suppress(FileNotFoundError):
-                os.lchown(os.path.join(top, entry), uid, gid)
-
-
 def _open_to_sandbox_user(bind_dir: Path) -> list[str]:
     """Let uid/gid 65534 enter a bound folder and connect to the unix sockets directly in it.
 
@@ -286,6 +292,7 @@ class _Pump(threading.Thread):
 class DockerSandbox(Sandbox):
     name = "docker"
     isolated = True
+    workspace_owner = (SANDBOX_UID, SANDBOX_UID)
 
     def __init__(self, *, image: str = IMAGE, docker: str | None = None):
         global _orphans_done
@@ -305,11 +312,18 @@ class DockerSandbox(Sandbox):
     def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
         return SandboxPaths(workspace=WORKSPACE, agent_dir=AGENT_DIR, python=PYTHON)
 
-    def create_args(self, request: SandboxRequest, name: str, env_file: str) -> list[str]:
-        """``docker create`` arguments (after ``docker``) for ``request``; no values of env."""
+    def create_args(
+        self, request: SandboxRequest, name: str, env_file: str, views: Views | None = None
+    ) -> list[str]:
+        """``docker create`` arguments (after ``docker``) for ``request``; no values of env.
+
+        With ``views``, read-only folders are bound through them (no host path in the
+        container's mount table).
+        """
         limits = request.limits
         workspace = Path(request.workspace).resolve()
-        agent_dir = Path(request.agent_dir).resolve()
+        shown = views.view if views is not None else (lambda folder: Path(folder).resolve())
+        agent_dir = shown(request.agent_dir)
         tmp_size = max(1 << 20, min(limits.disk_bytes, limits.memory_bytes))
         fsize = max(1, int(limits.disk_bytes))
         a = ["create", "--name", name, "--pull", "never"]
@@ -319,6 +333,8 @@ class DockerSandbox(Sandbox):
         a += ["--network", "none", "--hostname", "sandbox", "--read-only"]
         a += ["--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "--cap-drop", "ALL"]
         a += ["--security-opt", "no-new-privileges", "--init", "--ipc", "private"]
+        # Docker's default profile plus our denials (runner/sandbox/seccomp.py).
+        a += ["--security-opt", f"seccomp={docker_profile_path()}"]
         a += ["--memory", str(int(limits.memory_bytes))]
         a += ["--memory-swap", str(int(limits.memory_bytes))]
         a += ["--pids-limit", str(int(limits.pids))]
@@ -334,8 +350,12 @@ class DockerSandbox(Sandbox):
         a += ["--shm-size", str(tmp_size), "--log-driver", "none"]
         a += ["--mount", f"type=bind,source={workspace},target={WORKSPACE}"]
         a += ["--mount", f"type=bind,source={agent_dir},target={AGENT_DIR},readonly"]
+        etc = SYNTH_ETC.folder()  # instead of docker's own copies, named by their host paths
+        for name in SYNTH_ETC.files:
+            a += ["--mount", f"type=bind,source={etc / name},target=/etc/{name},readonly"]
         for bind in request.binds:
-            mount = f"type=bind,source={Path(bind.host).resolve()},target={bind.inside}"
+            source = Path(bind.host).resolve() if bind.writable else shown(bind.host)
+            mount = f"type=bind,source={source},target={bind.inside}"
             a += ["--mount", mount if bind.writable else f"{mount},readonly"]
         a += ["-w", WORKSPACE, "--env-file", env_file, "--entrypoint", "/usr/bin/env"]
         a += [self.image]
@@ -344,38 +364,33 @@ class DockerSandbox(Sandbox):
                 a += ["-u", var]
         return [*a, "--", *request.command]
 
-    def run(self, request: SandboxRequest) -> SandboxResult:
-        workspace = Path(request.workspace)
-        if not workspace.is_dir():
-            raise HarnessError(f"workspace {workspace} does not exist; create it first")
-        if not Path(request.agent_dir).is_dir():
-            raise HarnessError(f"agent directory {request.agent_dir} does not exist")
+    def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
+        if os.geteuid() != 0:
+            raise HarnessError(
+                f"the docker backend hands the workspace to the sandbox user {SANDBOX_UID} "
+                "and needs a harness running as root"
+            )
         name = f"tmlbench-{uuid.uuid4().hex[:16]}"
         notes = [f"docker: {self.image}, uid {SANDBOX_UID}, no network, read-only root"]
-        owner = workspace.stat()
-        try:
-            _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
-        except PermissionError as exc:
-            raise HarnessError(
-                f"cannot hand the workspace to the sandbox user {SANDBOX_UID} ({exc}); "
-                "the docker backend needs a harness running as root"
-            ) from exc
         try:
             for bind in request.binds:
                 notes += _open_to_sandbox_user(Path(bind.host).resolve())
-            return self._run(request, name, notes)
+            no_views = views_problem()
+            if no_views:
+                notes.append(f"docker: folders bound with their host paths ({no_views})")
+            with Views(request.workspace.parent / VIEWS_NAME, enabled=no_views is None) as views:
+                ended = self._run(request, workspace, name, views)
         finally:
-            for problem in _remove_cgroup_parent(name):
-                notes.append(problem)
-            # Past attempts' files are the harness's again (records are immutable).
-            _chown_tree(workspace, owner.st_uid, owner.st_gid)
-            notes += strip_setid_bits(workspace)
+            # The container's cgroups went with it; its cgroup parent kept the totals.
+            notes += _remove_cgroup_parent(name)
+        ended.notes[:0] = notes
+        return ended
 
-    def _run(self, request: SandboxRequest, name: str, notes: list[str]) -> SandboxResult:
+    def _run(self, request: SandboxRequest, workspace: Workspace, name: str, views: Views) -> Ended:
         limits = request.limits
         env_file = _write_env_file(request.env)
         try:
-            created = _docker(self.docker, *self.create_args(request, name, env_file))
+            created = _docker(self.docker, *self.create_args(request, name, env_file, views))
         finally:
             os.unlink(env_file)
         if created.returncode != 0:
@@ -392,16 +407,10 @@ class DockerSandbox(Sandbox):
         out_log = CappedLog(request.stdout_path, request.log_cap_bytes)
         err_log = CappedLog(request.stderr_path, request.log_cap_bytes)
         pumps: list[_Pump] = []
-        # Over the disk cap the writers are killed at once: an agent writes gigabytes a second.
-        watch = DiskWatch(
-            request.workspace,
-            limits.disk_bytes,
-            on_exceed=lambda: _signal_members(procs, signal.SIGKILL, below_main=False),
-        )
-        reason: str | None = None
+        notes: list[str] = []
         pid_events = 0
         start = time.monotonic()
-        deadline = start + limits.wall_seconds
+        dog = Watchdog(start, limits.wall_seconds, limits.grace_seconds)
         try:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
@@ -423,32 +432,22 @@ class DockerSandbox(Sandbox):
             pumps = [_Pump(out_r, out_log), _Pump(err_r, err_log)]
             for pump in pumps:
                 pump.start()
-            watch.start()
-
-            kill_at: float | None = None
+            # Over the (polled) disk cap the writers are killed at once: no grace.
+            workspace.watch(lambda: _signal_members(procs, signal.SIGKILL, below_main=False))
             while True:
+                step = dog.next(time.monotonic(), disk_exceeded=workspace.exceeded)
+                if step.action == "kill":
+                    break
+                if step.action == "terminate":
+                    self._kill(name, "TERM", procs)
+                    _signal_members(procs, signal.SIGTERM, below_main=True)
+                    continue
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=POLL)
+                    proc.wait(timeout=min(step.wait, POLL))
                     break
                 if pids_events is not None:
                     pid_events = max(pid_events, _pids_max_events(pids_events))
-                now = time.monotonic()
-                if kill_at is None:
-                    if now >= deadline:
-                        reason = "timeout"
-                    elif watch.exceeded.is_set():
-                        reason = "disk"
-                    if reason == "disk":
-                        kill_at = now  # no grace for a writer over the cap
-                    elif reason is not None:
-                        self._kill(name, "TERM", procs)
-                        _signal_members(procs, signal.SIGTERM, below_main=True)
-                        kill_at = now + max(0.0, limits.grace_seconds)
-                elif now >= kill_at:
-                    break
-            if reason is None and watch.exceeded.is_set():
-                reason = "disk"  # the watch killed the writers before the loop noticed
-            if reason is not None:
+            if dog.reason is not None or workspace.exceeded:
                 self._kill(name, "KILL", procs)  # pid 1 dies, and with it the pid namespace
             wall = time.monotonic() - start
             try:
@@ -458,9 +457,7 @@ class DockerSandbox(Sandbox):
                 proc.wait()
             state = self._state(name)
         finally:
-            # The container's cgroups go with it; its cgroup parent keeps the totals.
             _docker(self.docker, "rm", "-f", "-v", name)
-            watch.stop.set()
             for pump in pumps:
                 pump.join(DRAIN_SECONDS)
             if any(p.is_alive() for p in pumps):
@@ -471,38 +468,26 @@ class DockerSandbox(Sandbox):
             out_log.close()
             err_log.close()
 
-        if state.get("StartedAt", "0001").startswith("0001") and reason is None:
+        if state.get("StartedAt", "0001").startswith("0001") and dog.reason is None:
             raise HarnessError(
                 f"the docker sandbox container did not start (docker exit {proc.returncode}): "
                 f"{log_head(request.stderr_path) or state.get('Error') or 'no message'}"
             )
         exit_code = state.get("ExitCode")
-        result = SandboxResult(
-            backend=self.name,
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            wall_seconds=wall,
-            timed_out=reason == "timeout",
-            notes=notes,
-        )
         for log, stream in ((out_log, "stdout"), (err_log, "stderr")):
             if log.dropped:
                 notes.append(f"{stream} truncated at {log.cap} bytes ({log.dropped} bytes dropped)")
-        self._account(name, result)
-        if reason == "disk":
-            result.limit_exceeded = "disk"
-            notes.append(f"workspace grew past {limits.disk_bytes} bytes ({watch.peak})")
-        elif result.exit_code == 128 + signal.SIGXFSZ:
-            result.limit_exceeded = "disk"
-            notes.append("a file grew past the disk cap (SIGXFSZ)")
-        elif state.get("OOMKilled"):
-            notes.append("memory cap hit (the container was OOM-killed)")
-            if not result.timed_out:
-                result.limit_exceeded = "memory"
-        if pid_events:
-            notes.append(f"pids cap hit {pid_events} time(s) (fork refused)")
-            if result.limit_exceeded is None and (result.exit_code != 0 or result.timed_out):
-                result.limit_exceeded = "pids"
-        return result
+        ended = Ended(
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            wall_seconds=wall,
+            timed_out=dog.timed_out,
+            memory_limit_bytes=limits.memory_bytes,
+            oom_kills=1 if state.get("OOMKilled") else 0,
+            pids_max_events=pid_events,
+            notes=notes,
+        )
+        self._account(name, ended)
+        return ended
 
     def _kill(self, name: str, sig: str, procs: Path | None) -> None:
         """``docker kill``; an already-stopped container makes it fail, which is fine.
@@ -524,7 +509,7 @@ class DockerSandbox(Sandbox):
         except ValueError:
             return {}
 
-    def _account(self, name: str, result: SandboxResult) -> None:
+    def _account(self, name: str, result: Ended) -> None:
         mounts = _cgroup_mounts()
         mem, cpu = mounts.get("memory"), mounts.get("cpuacct")
         usage = _read_int(cpu / CGROUP_ROOT / name / "cpuacct.usage") if cpu else None

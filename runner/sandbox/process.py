@@ -9,8 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runner.sandbox.base import Bind, Sandbox, SandboxPaths, SandboxRequest, SandboxResult
+from runner.sandbox.base import Bind, Sandbox, SandboxPaths, SandboxRequest
+from runner.sandbox.lifecycle import Ended
 from runner.sandbox.supervise import Launch, supervise
+from runner.sandbox.workspace import Workspace
 
 
 class ProcessSandbox(Sandbox):
@@ -27,11 +29,11 @@ class ProcessSandbox(Sandbox):
     def bind_path(self, bind: Bind) -> str:
         return str(Path(bind.host).resolve())
 
-    def run(self, request: SandboxRequest) -> SandboxResult:
+    def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
         launch = Launch(
             argv=list(request.command),
             cwd=Path(request.workspace).resolve(),
             keep_pwd="PWD" in request.env,
             notes=["process backend: no isolation (filesystem, network and env of the host)"],
         )
-        return supervise(self.name, request, launch)
+        return supervise(self.name, request, launch, workspace)

@@ -1,33 +1,32 @@
-"""Run one launched attempt to completion or deadline: the part every backend shares.
+"""Run one launched attempt to its end: the process side of the bwrap and process backends.
 
 A backend decides *what* to exec (the agent's command directly, or ``bwrap ... command``);
 :func:`supervise` does the rest: per-attempt cgroups, the launcher that joins them before
-anything else runs, capped logs read without ever blocking the deadline, the disk
-watchdog, SIGTERM → grace → SIGKILL of every process, accounting and cleanup.
+anything else runs, capped logs read without ever blocking the deadline (:class:`Output`),
+the deadline and caps (:class:`~runner.sandbox.lifecycle.Watchdog`), SIGTERM → grace →
+SIGKILL of every process (:class:`Reaper`), accounting and cleanup.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import math
 import os
 import select
 import signal
-import stat
 import subprocess
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import HarnessError
 from runner.sandbox import cgroups
-from runner.sandbox.base import SandboxRequest, SandboxResult
+from runner.sandbox.base import SandboxLimits, SandboxRequest
+from runner.sandbox.lifecycle import Ended, Watchdog
+from runner.sandbox.workspace import Workspace
 
 # The launcher: join every cgroup, set rlimits, report "ok" on the status pipe (fd 0),
 # then exec the real command with stdin = /dev/null. Arguments, in order:
@@ -50,7 +49,6 @@ if [ "$mode" = bwrap ]; then exec 3>&0 0</dev/null; else exec 0</dev/null; fi
 exec "$@"
 """
 
-POLL_SLICE = 0.25  # longest sleep of the supervisor loop (seconds)
 DRAIN_SECONDS = 1.0  # after the kill, how long to wait for pipes to reach EOF
 
 
@@ -65,6 +63,9 @@ class Launch:
     # Inserted right after argv[0] as ``--args FD`` (NUL-separated, read from a memfd) so
     # they show up neither in the host's process list nor in the sandbox's /proc/1/cmdline.
     fd_args: list[str] | None = None
+    # Descriptors the launched program inherits (e.g. bwrap's --seccomp FD); supervise closes
+    # them once the attempt has ended. Their numbers must be >= 10 (the launcher owns 0-3).
+    inherit_fds: tuple[int, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -96,75 +97,6 @@ class CappedLog:
                 f"{self.dropped} more bytes dropped]\n".encode()
             )
         self.file.close()
-
-
-def workspace_bytes(root: Path) -> int:
-    """Disk blocks used under ``root`` (symlinks not followed, hard links counted once)."""
-    total = 0
-    seen: set[tuple[int, int]] = set()
-    stack = [str(root)]
-    while stack:
-        top = stack.pop()
-        try:
-            it = os.scandir(top)
-        except OSError:
-            continue
-        with it:
-            for entry in it:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_nlink > 1 and not entry.is_dir(follow_symlinks=False):
-                    key = (st.st_dev, st.st_ino)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                total += st.st_blocks * 512
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-    return total
-
-
-class DiskWatch(threading.Thread):
-    """Polls the workspace size; over the cap, sets ``exceeded`` and calls ``on_exceed`` at once.
-
-    An agent can write gigabytes per second, so the poll is frequent (``interval``, backed off
-    to ``busy`` times the last scan's duration so a workspace with very many files costs the
-    harness little CPU) and ``on_exceed`` (freezing the attempt) stops the writing right away
-    instead of after the supervisor's next wake-up and a SIGTERM grace period.
-    """
-
-    def __init__(
-        self,
-        root: Path,
-        limit: int,
-        interval: float = 0.05,
-        on_exceed: Callable[[], None] | None = None,
-        busy: float = 20.0,
-    ):
-        super().__init__(name="tmlbench-diskwatch", daemon=True)
-        self.root, self.limit, self.interval = root, limit, interval
-        self.on_exceed, self.busy = on_exceed, busy
-        self.stop = threading.Event()
-        self.exceeded = threading.Event()
-        self.peak = 0
-
-    def run(self) -> None:
-        wait = self.interval
-        while not self.stop.wait(wait):
-            started = time.monotonic()
-            used = workspace_bytes(self.root)
-            self.peak = max(self.peak, used)
-            if used > self.limit:
-                # Flag first: ``on_exceed`` may end the attempt at once (docker kills the
-                # writers), and whoever sees it end must already know why.
-                self.exceeded.set()
-                if self.on_exceed is not None and not self.stop.is_set():
-                    with contextlib.suppress(Exception):
-                        self.on_exceed()
-                return
-            wait = max(self.interval, self.busy * (time.monotonic() - started))
 
 
 def _ppid_map() -> dict[int, list[int]]:
@@ -251,9 +183,14 @@ def _args_fd(args: list[str]) -> int:
     """A memfd holding ``args`` NUL-separated, at fd >= 10 (the launcher owns 0-3)."""
     if any("\0" in a for a in args):
         raise HarnessError("sandbox arguments must not contain NUL bytes")
-    mfd = os.memfd_create("tmlbench-args", os.MFD_CLOEXEC)
+    return memfd("tmlbench-args", b"".join(a.encode() + b"\0" for a in args))
+
+
+def memfd(name: str, data: bytes) -> int:
+    """A close-on-exec memfd at fd >= 10 holding ``data``, positioned at its start."""
+    mfd = os.memfd_create(name, os.MFD_CLOEXEC)
     try:
-        os.write(mfd, b"".join(a.encode() + b"\0" for a in args))
+        os.write(mfd, data)
         os.lseek(mfd, 0, os.SEEK_SET)
         return fcntl.fcntl(mfd, fcntl.F_DUPFD_CLOEXEC, 10)
     finally:
@@ -268,43 +205,256 @@ def log_head(path: Path, n: int = 2000) -> str:
         return ""
 
 
-def supervise(backend: str, request: SandboxRequest, launch: Launch) -> SandboxResult:
+class Output:
+    """The attempt's stdout and stderr (into capped logs) and the launcher's status pipe.
+
+    Read with ``poll`` and non-blocking descriptors, so no amount of output (or silence) can
+    hold up the deadline; the status pipe keeps at most 64 KiB.
+    """
+
+    STATUS_CAP = 65536
+
+    def __init__(self, request: SandboxRequest):
+        try:
+            self.stdout = CappedLog(request.stdout_path, request.log_cap_bytes)
+        except OSError as exc:
+            raise HarnessError(f"cannot write the attempt's stdout log: {exc}") from exc
+        try:
+            self.stderr = CappedLog(request.stderr_path, request.log_cap_bytes)
+        except OSError as exc:
+            self.stdout.close()
+            raise HarnessError(f"cannot write the attempt's stderr log: {exc}") from exc
+        self.status = bytearray()
+        self.sinks: dict[int, CappedLog | None] = {}
+        self.poller = select.poll()
+        self.pidfd: int | None = None
+        self.pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, status (write ends: child)
+
+    def attach(self, pid: int) -> None:
+        """The child has its ends: keep only ours, and watch the child's exit (pidfd)."""
+        for (r, w), sink in zip(self.pipes, (self.stdout, self.stderr, None), strict=True):
+            os.close(w)
+            os.set_blocking(r, False)
+            self.sinks[r] = sink
+            self.poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.pipes = []
+        with contextlib.suppress(OSError, AttributeError):
+            self.pidfd = os.pidfd_open(pid)
+            self.poller.register(self.pidfd, select.POLLIN)
+
+    def read(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for output or the child's exit; take what is there."""
+        try:
+            events = self.poller.poll(max(0, int(timeout * 1000)))
+        except InterruptedError:
+            return
+        for fd, _ev in events:
+            if fd != self.pidfd:
+                self._take(fd)
+
+    def _take(self, fd: int) -> None:
+        for _ in range(16):
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self.poller.unregister(fd)
+                os.close(fd)
+                del self.sinks[fd]
+                return
+            sink = self.sinks[fd]
+            if sink is None:
+                self.status.extend(data[: self.STATUS_CAP - len(self.status)])
+            else:
+                sink.feed(data)
+
+    def drain(self, seconds: float) -> bool:
+        """After the kill: read to EOF for at most ``seconds``; False if pipes stayed open."""
+        if self.pidfd is not None:
+            self.poller.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+        end = time.monotonic() + seconds
+        while self.sinks:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self.read(min(left, 0.05))
+        return True
+
+    def close(self) -> None:
+        for r, w in self.pipes:
+            os.close(r)
+            os.close(w)
+        for fd in list(self.sinks):
+            with contextlib.suppress(OSError):
+                self.poller.unregister(fd)
+            os.close(fd)
+        self.sinks.clear()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        self.stdout.close()
+        self.stderr.close()
+
+    def truncation_notes(self) -> list[str]:
+        return [
+            f"{stream} truncated at {log.cap} bytes ({log.dropped} bytes dropped)"
+            for log, stream in ((self.stdout, "stdout"), (self.stderr, "stderr"))
+            if log.dropped
+        ]
+
+
+class Reaper:
+    """Signals every process of the attempt: through its cgroups, or found in /proc without.
+
+    Under bwrap, bwrap itself and its pid-namespace init are spared the SIGTERM (they pass
+    it on to nobody and must stay to reap); the kill takes the whole namespace.
+    """
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        cg: cgroups.AttemptCgroups | None,
+        output: Output,
+        bwrap: bool,
+    ):
+        self.proc, self.cg, self.output, self.bwrap = proc, cg, output, bwrap
+        self.notes: list[str] = []
+
+    def _bwrap_child(self) -> int | None:
+        return _parse_status(bytes(self.output.status))[1]
+
+    def all_gone(self) -> bool:
+        return self.cg.empty() if self.cg is not None else False
+
+    def terminate(self) -> None:
+        spare = {self.proc.pid, self._bwrap_child()} if self.bwrap else set()
+        if self.cg is not None:
+            self.cg.signal_all(signal.SIGTERM, exclude={p for p in spare if p})
+            return
+        for pid in descendants(self.proc.pid):
+            if pid not in spare:
+                _kill(pid, signal.SIGTERM)
+        if not self.bwrap:
+            _killpg(self.proc.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL everything and reap the launcher (never waits unboundedly)."""
+        if self.cg is not None:
+            if not self.cg.kill_all():
+                self.notes.append("some processes survived SIGKILL of the cgroup")
+            if self.proc.poll() is None:  # e.g. the deadline came before the launcher joined
+                _kill(self.proc.pid, signal.SIGKILL)
+        else:
+            self._kill_without_cgroups()
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def _kill_without_cgroups(self) -> None:
+        # Under bwrap, killing the pid-namespace init takes the whole namespace with it: if
+        # bwrap itself already died, the init was reparented away from us and this is the
+        # only way to reach the namespace.
+        child = self._bwrap_child()
+        if self.bwrap and child and _is_ns_init(child):
+            _kill(child, signal.SIGKILL)
+        for _ in range(3):
+            victims = descendants(self.proc.pid)
+            for pid in victims:
+                _kill(pid, signal.SIGKILL)
+            _killpg(self.proc.pid, signal.SIGKILL)
+            _kill(self.proc.pid, signal.SIGKILL)
+            if not victims:
+                break
+            time.sleep(0.01)
+
+
+def supervise(backend: str, request: SandboxRequest, launch: Launch, workspace: Workspace) -> Ended:
+    """Run one launched attempt: cgroups, launch, deadline and caps, kill, account."""
     limits = request.limits
     notes = list(launch.notes)
-    if not request.workspace.is_dir():
-        raise HarnessError(f"workspace {request.workspace} does not exist; create it first")
-
-    ok, why = cgroups.available()
-    cg: cgroups.AttemptCgroups | None = None
-    if ok:
-        cg = cgroups.AttemptCgroups.create(
-            memory_bytes=limits.memory_bytes, pids=limits.pids, cpuset=limits.cpuset
-        )
-    else:
-        notes.append(
-            f"cgroups unavailable ({why}): process-group kill only, memory capped per "
-            "process with RLIMIT_DATA, no pids/cpuset cap, no cpu/memory accounting"
-        )
-
     try:
-        return _run(backend, request, launch, cg, notes)
+        cg = _attempt_cgroups(limits, notes)
+    except BaseException:
+        _close(launch.inherit_fds)  # _launch owns them from here on
+        raise
+    try:
+        try:
+            output = Output(request)
+        except BaseException:
+            _close(launch.inherit_fds)
+            raise
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            start = time.monotonic()
+            proc = _launch(backend, request, launch, cg, output)
+            reaper = Reaper(proc, cg, output, launch.bwrap)
+            workspace.watch(on_exceed=cg.freeze if cg is not None else None)
+            dog = Watchdog(start, limits.wall_seconds, limits.grace_seconds)
+            while proc.poll() is None:
+                step = dog.next(
+                    time.monotonic(),
+                    disk_exceeded=workspace.exceeded,
+                    all_gone=dog.kill_at is not None and reaper.all_gone(),
+                )
+                if step.action == "kill":
+                    break
+                if step.action == "terminate":
+                    reaper.terminate()
+                output.read(step.wait)
+            reaper.kill()
+            wall = time.monotonic() - start
+            if not output.drain(DRAIN_SECONDS):
+                notes.append("output pipes still held open by escaped processes; stopped reading")
+        finally:
+            if proc is not None and proc.returncode is None:  # a fault of ours mid-attempt
+                Reaper(proc, cg, output, launch.bwrap).kill()
+            output.close()
+        notes += reaper.notes + output.truncation_notes()
+        _check_launched(backend, request, launch, output, proc, killed=dog.reason is not None)
+        ended = Ended(exit_code=_exit_code(proc.returncode), wall_seconds=wall, notes=notes)
+        ended.timed_out = dog.timed_out
+        if cg is not None:
+            stats = cg.stats()
+            ended.cpu_seconds = stats.cpu_seconds
+            ended.peak_memory_bytes = stats.peak_memory_bytes
+            ended.memory_limit_bytes = stats.memory_limit_bytes
+            ended.oom_kills = stats.oom_kills
+            ended.pids_max_events = stats.pids_max_events
+        return ended
     finally:
         if cg is not None:
-            for problem in cg.remove():
-                notes.append(f"cgroup cleanup: {problem}")
+            notes += [f"cgroup cleanup: {problem}" for problem in cg.remove()]
 
 
-def _run(
+def _attempt_cgroups(limits: SandboxLimits, notes: list[str]) -> cgroups.AttemptCgroups | None:
+    ok, why = cgroups.available()
+    if ok:
+        return cgroups.AttemptCgroups.create(
+            memory_bytes=limits.memory_bytes, pids=limits.pids, cpuset=limits.cpuset
+        )
+    notes.append(
+        f"cgroups unavailable ({why}): process-group kill only, memory capped per "
+        "process with RLIMIT_DATA, no pids/cpuset cap, no cpu/memory accounting"
+    )
+    return None
+
+
+def _launch(
     backend: str,
     request: SandboxRequest,
     launch: Launch,
     cg: cgroups.AttemptCgroups | None,
-    notes: list[str],
-) -> SandboxResult:
+    output: Output,
+) -> subprocess.Popen[bytes]:
+    """Start the launcher (it joins the cgroups and sets rlimits, then execs the command)."""
     limits = request.limits
     procs_files = cg.procs_files() if cg is not None else []
-    fsize_blocks = max(1, math.ceil(limits.disk_bytes / 512))
-    data_kb = "-" if cg is not None else str(max(1, limits.memory_bytes // 1024))
     argv = [
         "/bin/sh",
         "-c",
@@ -312,276 +462,66 @@ def _run(
         "tmlbench-launch",
         str(len(procs_files)),
         *procs_files,
-        str(fsize_blocks),
-        data_kb,
+        str(max(1, math.ceil(limits.disk_bytes / 512))),  # RLIMIT_FSIZE, 512-byte blocks
+        "-" if cg is not None else str(max(1, limits.memory_bytes // 1024)),  # RLIMIT_DATA
         "1" if launch.keep_pwd else "0",
         "bwrap" if launch.bwrap else "close",
         *launch.argv,
     ]
-
-    try:
-        out_log = CappedLog(request.stdout_path, request.log_cap_bytes)
-    except OSError as exc:
-        raise HarnessError(f"cannot write the attempt's stdout log: {exc}") from exc
-    try:
-        err_log = CappedLog(request.stderr_path, request.log_cap_bytes)
-    except OSError as exc:
-        out_log.close()
-        raise HarnessError(f"cannot write the attempt's stderr log: {exc}") from exc
-    status_buf = bytearray()
-    fds: dict[int, CappedLog | None] = {}
-    poller = select.poll()
-    pidfd: int | None = None
-    proc: subprocess.Popen[bytes] | None = None
-    watch: DiskWatch | None = None
-    timed_out = False
-    reason: str | None = None
-
-    def read_ready(timeout_s: float) -> bool:
-        """Poll once; read what is there. True if the main process has exited."""
-        try:
-            events = poller.poll(max(0, int(timeout_s * 1000)))
-        except InterruptedError:
-            events = []
-        exited = False
-        for fd, _ev in events:
-            if fd == pidfd:
-                exited = True
-                continue
-            for _ in range(16):
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    data = b""
-                if not data:
-                    poller.unregister(fd)
-                    os.close(fd)
-                    del fds[fd]
-                    break
-                sink = fds[fd]
-                if sink is None:
-                    status_buf.extend(data[: 65536 - len(status_buf)])
-                else:
-                    sink.feed(data)
-        return exited
-
-    def terminate() -> None:
-        """SIGTERM every process of the attempt (not bwrap's own supervisor processes)."""
-        assert proc is not None
-        _ok, child_pid, _ = _parse_status(bytes(status_buf))
-        spare = {proc.pid, child_pid} if launch.bwrap else set()
-        if cg is not None:
-            cg.signal_all(signal.SIGTERM, exclude={p for p in spare if p})
-            return
-        for pid in descendants(proc.pid):
-            if pid not in spare:
-                _kill(pid, signal.SIGTERM)
-        if not launch.bwrap:
-            _killpg(proc.pid, signal.SIGTERM)
-
-    def all_gone() -> bool:
-        return cg.empty() if cg is not None else False
-
-    def hard_kill() -> None:
-        assert proc is not None
-        if cg is not None:
-            if not cg.kill_all():
-                notes.append("some processes survived SIGKILL of the cgroup")
-            if proc.poll() is None:  # e.g. the deadline came before the launcher joined
-                _kill(proc.pid, signal.SIGKILL)
-            return
-        # Fallback: process group and every descendant we can still see. Under bwrap,
-        # killing the pid-namespace init (or bwrap itself, --die-with-parent) takes the
-        # whole namespace with it.
-        _ok, child_pid, _ = _parse_status(bytes(status_buf))
-        if launch.bwrap and child_pid and _is_ns_init(child_pid):
-            # bwrap's pid-namespace init: if bwrap itself already died it was reparented
-            # away from us, and killing it is the only way to reach the namespace.
-            _kill(child_pid, signal.SIGKILL)
-        for _ in range(3):
-            victims = descendants(proc.pid)
-            for pid in victims:
-                _kill(pid, signal.SIGKILL)
-            _killpg(proc.pid, signal.SIGKILL)
-            _kill(proc.pid, signal.SIGKILL)
-            if not victims:
-                break
-            time.sleep(0.01)
-
-    start = time.monotonic()
-    deadline = start + limits.wall_seconds
-    pass_fds: tuple[int, ...] = ()
+    pass_fds = launch.inherit_fds
+    out_w, err_w, status_w = (w for _r, w in output.pipes)
     try:
         if launch.fd_args is not None:
-            pass_fds = (_args_fd(launch.fd_args),)
+            pass_fds = (_args_fd(launch.fd_args), *pass_fds)
             at = len(argv) - len(launch.argv) + 1
             argv[at:at] = ["--args", str(pass_fds[0])]
-        pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, status
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=pipes[2][1],
-                stdout=pipes[0][1],
-                stderr=pipes[1][1],
-                cwd=str(launch.cwd),
-                env=dict(request.env),
-                start_new_session=True,
-                close_fds=True,
-                pass_fds=pass_fds,
-            )
-        except (OSError, ValueError, TypeError) as exc:
-            for r, w in pipes:
-                os.close(r)
-                os.close(w)
-            raise HarnessError(f"cannot start the {backend} sandbox: {exc}") from exc
-        for (r, w), sink in zip(pipes, (out_log, err_log, None), strict=True):
-            os.close(w)
-            os.set_blocking(r, False)
-            fds[r] = sink
-            poller.register(r, select.POLLIN | select.POLLHUP | select.POLLERR)
-        with contextlib.suppress(OSError, AttributeError):
-            pidfd = os.pidfd_open(proc.pid)
-            poller.register(pidfd, select.POLLIN)
-
-        # Over the disk cap the attempt is frozen at once (no more writes) and then killed
-        # without the SIGTERM grace the deadline gets.
-        watch = DiskWatch(
-            request.workspace,
-            limits.disk_bytes,
-            on_exceed=functools.partial(cg._freeze, "FROZEN") if cg is not None else None,
+        proc = subprocess.Popen(
+            argv,
+            stdin=status_w,
+            stdout=out_w,
+            stderr=err_w,
+            cwd=str(launch.cwd),
+            env=dict(request.env),
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
         )
-        watch.start()
-
-        kill_at: float | None = None
-        while proc.poll() is None:
-            now = time.monotonic()
-            if kill_at is None:
-                if now >= deadline:
-                    timed_out, reason = True, "timeout"
-                elif watch.exceeded.is_set():
-                    reason = "disk"
-                if reason == "disk":
-                    kill_at = now
-                    continue
-                if reason is not None:
-                    terminate()
-                    kill_at = now + max(0.0, limits.grace_seconds)
-                    continue
-                wake = min(deadline - now, POLL_SLICE)
-            else:
-                if now >= kill_at or all_gone():
-                    break
-                wake = min(kill_at - now, 0.02)
-            read_ready(max(0.0, wake))
-
-        hard_kill()
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            _kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        wall = time.monotonic() - start
-        if pidfd is not None:
-            poller.unregister(pidfd)
-
-        drain_end = time.monotonic() + DRAIN_SECONDS
-        while fds:
-            left = drain_end - time.monotonic()
-            if left <= 0:
-                notes.append("output pipes still held open by escaped processes; stopped reading")
-                break
-            read_ready(min(left, 0.05))
+    except (OSError, ValueError, TypeError) as exc:
+        raise HarnessError(f"cannot start the {backend} sandbox: {exc}") from exc
     finally:
-        for fd in pass_fds:
-            os.close(fd)
-        if watch is not None:
-            watch.stop.set()
-        for fd in list(fds):
-            with contextlib.suppress(OSError):
-                poller.unregister(fd)
-            os.close(fd)
-        fds.clear()
-        if pidfd is not None:
-            os.close(pidfd)
-        out_log.close()
-        err_log.close()
-        if proc is not None and proc.returncode is None:
-            _kill(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=2)
+        _close(pass_fds)  # the child has its copies (or never started)
+    output.attach(proc.pid)
+    return proc
 
+
+def _close(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _check_launched(
+    backend: str,
+    request: SandboxRequest,
+    launch: Launch,
+    output: Output,
+    proc: subprocess.Popen[bytes],
+    *,
+    killed: bool,
+) -> None:
+    """A sandbox that never started the agent is the harness's fault, not the agent's."""
+    launched, child_pid, _bwrap_exit = _parse_status(bytes(output.status))
+    if killed:
+        return
     exit_code = _exit_code(proc.returncode)
-    launched, child_pid, _bwrap_exit = _parse_status(bytes(status_buf))
-    killed_by_us = reason is not None
-    if not launched and not killed_by_us:
+    if not launched:
         raise HarnessError(
             f"the {backend} sandbox launcher failed (exit {exit_code}): "
             f"{log_head(request.stderr_path) or 'no message'}"
         )
-    if launch.bwrap and child_pid is None and not killed_by_us:
+    if launch.bwrap and child_pid is None:
         raise HarnessError(
             f"bubblewrap could not start the sandbox (exit {exit_code}): "
             f"{log_head(request.stderr_path) or 'no message'}. Check that bwrap works here, e.g. "
             "`bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin true`"
         )
-
-    for log, stream in ((out_log, "stdout"), (err_log, "stderr")):
-        if log.dropped:
-            notes.append(f"{stream} truncated at {log.cap} bytes ({log.dropped} bytes dropped)")
-
-    result = SandboxResult(
-        backend=backend, exit_code=exit_code, wall_seconds=wall, timed_out=timed_out, notes=notes
-    )
-    if reason == "disk":
-        result.limit_exceeded = "disk"
-        notes.append(
-            f"workspace grew past {limits.disk_bytes} bytes ({watch.peak if watch else 0})"
-        )
-    elif exit_code == 128 + signal.SIGXFSZ:
-        result.limit_exceeded = "disk"
-        notes.append("a file grew past the disk cap (SIGXFSZ)")
-    if cg is not None:
-        stats = cg.stats()
-        result.cpu_seconds = stats.cpu_seconds
-        result.peak_memory_bytes = stats.peak_memory_bytes
-        memory_hit = stats.oom_kills > 0 or (
-            exit_code == 128 + signal.SIGKILL
-            and bool(stats.memory_limit_bytes)
-            and (stats.peak_memory_bytes or 0) >= 0.98 * (stats.memory_limit_bytes or 0)
-        )
-        if memory_hit:
-            notes.append(f"memory cap hit ({stats.oom_kills} OOM kill(s))")
-        if stats.pids_max_events:
-            notes.append(f"pids cap hit {stats.pids_max_events} time(s) (fork refused)")
-        if result.limit_exceeded is None and (exit_code != 0 or timed_out):
-            if memory_hit and not timed_out:
-                result.limit_exceeded = "memory"
-            elif stats.pids_max_events:
-                result.limit_exceeded = "pids"
-    return result
-
-
-def strip_setid_bits(root: Path) -> list[str]:
-    """Clear the setuid/setgid bits of everything under ``root``; a note if it changed any.
-
-    Run as root, bwrap maps the sandbox's uid to the host's uid 0, so a file the agent
-    marks setuid in its workspace is a setuid-root program on the host's disk (docker's
-    sandbox user is a real host uid: harmless, but no set-id file outlives an attempt on any
-    backend). Called once every process of the attempt is gone, so nothing can race it;
-    symlinks are skipped. Meanwhile the run folder is the harness user's alone (0700).
-    """
-    changed = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            try:
-                st = os.lstat(path)
-                if stat.S_ISLNK(st.st_mode) or not st.st_mode & (stat.S_ISUID | stat.S_ISGID):
-                    continue
-                os.chmod(path, stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
-                changed += 1
-            except OSError:
-                continue
-    return [f"cleared setuid/setgid bits on {changed} workspace file(s)"] if changed else []

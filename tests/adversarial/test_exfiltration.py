@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from runner.config import REPO_ROOT
-from tests.adversarial.conftest import Arena
+from tests.adversarial.conftest import AGENTS, Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 
@@ -18,17 +20,50 @@ def test_private_answers_are_out_of_reach_by_every_route(arena: Arena):
     leaked = {route: got for route, got in report["reads"].items() if got == "ok"}
     assert not leaked, f"readable from inside the sandbox: {leaked}"
     assert report["found"] == [], report["found"]
-    # Walking up ends at the sandbox's own root: the host's repo and data folders are not there.
-    top = report["walk_up"][-1]
-    assert top["cwd"] == "/"
-    # (A clone under /tmp shares its top folder's name with the sandbox's own, empty /tmp.)
-    if REPO_ROOT.parts[1] != "tmp":
-        assert REPO_ROOT.parts[1] not in top["entries"], top["entries"]
-    assert all(level["cwd"] != str(out.run_dir) for level in report["walk_up"])
+    # Walking up ends at the sandbox's own root, and no level of it is the repository's or
+    # the run's folder; a search of everything visible finds none of the repository's files.
+    # (The property itself, wherever the clone lives: a clone under /tmp is covered too.)
+    assert report["walk_up"][-1]["cwd"] == "/"
+    repo_top = {p.name for p in REPO_ROOT.iterdir()}
+    for level in report["walk_up"]:
+        assert level["cwd"] != str(out.run_dir)
+        assert not {"runner", "tasks", "pyproject.toml"} <= set(level["entries"]) & repo_top
+    assert report["reads"]["repo_file"] != "ok"
+    assert report["host_paths_seen"] in ([], ["/"])  # the workspace's mount names no host path
+    assert report["repo_found"] == [], report["repo_found"]
     # Had it got the answers, it would have submitted them for a perfect score.
     assert report["submitted"] == "sample"
     assert out.record.status == "success"
     assert out.record.score == pytest.approx(0.5)
+    arena.assert_host_unchanged()
+
+
+def test_the_mount_table_names_no_host_folder(arena: Arena):
+    """Bind mounts name their host folders in /proc/self/mountinfo; views and the
+    workspace's own filesystem name none. (The base interpreter is mounted at its own path
+    under bwrap, because its binary finds libpython by that path; that is a mount point,
+    not a source, and the docker backend has its own interpreter.)"""
+    out = arena.run("mounts.py", *arena.targets(), budget=30)
+    assert out.record.status == "success", out.record.error_message
+    ours = {
+        "repository": str(REPO_ROOT),
+        "runs folder": str(arena.paths.runs_dir),
+        "virtualenv": sys.prefix,
+        "agent folder": str(AGENTS),
+        "prepared task": str(arena.prepared.root),
+    }
+    for who, lines in out.report()["mountinfo"].items():
+        assert len(lines) > 5, lines
+        for line in lines:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            root, options = fields[3], right.split()[2] if len(right.split()) > 2 else ""
+            for what, host_path in ours.items():
+                assert host_path not in line, f"{what} in /proc/{who}/mountinfo: {line}"
+            if fields[4] == sys.base_prefix:  # see the docstring: a mount point, not a source
+                assert root == "/", line
+            assert sys.base_prefix not in root and sys.base_prefix not in options, line
+    assert "/workspace" in {line.split()[4] for line in out.report()["mountinfo"]["self"]}
     arena.assert_host_unchanged()
 
 

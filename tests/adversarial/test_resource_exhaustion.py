@@ -45,25 +45,28 @@ def test_memory_bomb_is_killed_at_the_memory_cap(arena: Arena, mode: str):
     arena.assert_host_unchanged()
 
 
-def test_filling_the_disk_ends_the_attempt_at_the_disk_cap(arena: Arena):
-    out = arena.run("diskfill.py", budget=30)
+def test_filling_the_disk_stops_at_the_cap_and_leaves_nothing(arena: Arena):
+    """The kernel refuses the byte past the cap (ENOSPC); an agent that keeps trying until
+    its budget runs out times out, its workspace at the cap, which is then not kept."""
+    budget = 8
+    out = arena.run("diskfill.py", budget=budget)
     report = out.report()
     assert report["errors"]["/tmp"] == "OSError:28"  # sandbox /tmp is small and private
     assert report["tmpfs_mib"]["/tmp"] * MIB <= DISK_CAP + 4096  # its size, page-rounded
-    assert out.record.status == "runtime_error"
+    assert report["errors"]["workspace"] == "OSError:28"  # the workspace's own cap
+    assert report["workspace_mib"] * MIB <= DISK_CAP + 8 * MIB  # one 8 MiB block in flight
+    assert out.record.status == "timeout"
     assert out.record.limit_exceeded == "disk"
-    assert out.record.wall_seconds < 10
-    left = tree_bytes(out.workspace)
-    print(f"workspace left behind: {left / MIB:.0f} MiB (cap {DISK_CAP / MIB:.0f} MiB)")
-    # Frozen within ~50 ms of crossing the cap (it was 3.9 GiB for a 0.2 GiB cap before that).
-    assert left <= DISK_CAP + 160 * MIB, f"{left / MIB:.0f} MiB left in the workspace"
+    assert out.record.wall_seconds <= budget + 2
+    assert os.listdir(out.workspace) == []  # nothing past the cap stays on the host
+    assert tree_bytes(out.run_dir) < 16 * MIB
     arena.assert_host_unchanged()
 
 
 def test_ten_gib_of_stdout_is_capped_and_the_attempt_ends(arena: Arena):
     """The harness drains and drops what is over the log cap: the log stays small, and the
     attempt ends either way (the agent finishes writing, or the deadline stops it)."""
-    budget = 6
+    budget = 8
     out = arena.run("flood.py", "--gib", "10", budget=budget)
     stdout = out.log("stdout.log")
     assert LOG_CAP <= len(stdout) <= LOG_CAP + 200
@@ -74,7 +77,9 @@ def test_ten_gib_of_stdout_is_capped_and_the_attempt_ends(arena: Arena):
     print(
         f"stdout accepted: {progress['stdout_bytes'] / MIB:.0f} MiB in {out.record.wall_seconds:.1f} s"
     )
-    assert progress["stdout_bytes"] > 100 * LOG_CAP  # far more was written than kept
+    # Far more was written than kept (progress is noted every 256 MiB; docker's attach path
+    # carries ~40-80 MB/s on 2 busy cores, bwrap's pipe gigabytes).
+    assert progress["stdout_bytes"] >= 50 * LOG_CAP
     if out.record.status == "success":  # the harness kept up with all 10 GiB
         assert out.report() == {"stdout_bytes": 10 * 1024**3, "finished": True}
         assert out.record.wall_seconds < budget

@@ -19,7 +19,9 @@ for opt in ("--answers", "--public", "--other-run", "--repo-file", "--runs-dir",
     p.add_argument(opt)
 a = p.parse_args()
 answers_rel = a.answers.lstrip("/")
-report: dict = {"reads": {}, "found": [], "walk_up": [], "host_paths_seen": []}
+report: dict = {"reads": {}, "found": [], "walk_up": [], "host_paths_seen": [], "repo_found": []}
+# Files only the repository has, by their tails: wherever the clone lives, none may be visible.
+REPO_TAILS = ("/".join(a.repo_file.split("/")[-3:]), "runner/grading.py", "runner/attempt.py")
 stolen: bytes | None = None
 
 
@@ -77,6 +79,10 @@ for root, dirs, files in os.walk("/"):
     if root in ("/proc", "/sys"):
         dirs.clear()
         continue
+    for name in files:
+        path = os.path.join(root, name)
+        if any(path.endswith("/" + tail) for tail in REPO_TAILS):
+            report["repo_found"].append(path)
     for name in files + dirs:
         hit = name in ("answers.csv", "record.json") or "someone-else" in name
         # a "private" folder of the system's own (Debian's /etc/ssl/private) is not the task's

@@ -1,0 +1,180 @@
+"""Host folders shown to a sandbox without their host paths.
+
+A bind mount's line in ``/proc/self/mountinfo`` names the folder's path on its filesystem
+(field 4, "root"): bound as it is, the venv shows up inside as ``/home/alice/tmlbench/.venv``
+and the agent folder as wherever the clone lives. Two ways out, both giving the sandbox a
+mount whose root is ``/`` of a filesystem of its own:
+
+- read-only folders get a *view*: an overlay mount (the folder plus an empty layer) made by
+  the harness for the attempt. Its layers are named by ``/proc/self/fd/N`` descriptors of
+  the ``mount`` process, so even the overlay's options show no path;
+- folders the harness makes for an attempt (unix-socket control folders, synthesized /etc
+  files) live on a tmpfs (``/dev/shm``) instead: their root is a random name on that tmpfs.
+  Sockets cannot go through an overlay (connect() is refused there).
+
+Views need root (``mount``); without it folders are bound as they are, and the notes say so.
+The workspace needs neither: it is a filesystem of its own (runner/sandbox/workspace.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from pathlib import Path
+
+from runner.errors import HarnessError
+from runner.sandbox.mounts import find_tool, run_tool, unmount
+
+VIEWS_NAME = ".views"  # beside the workspace, in the run's own folder
+
+
+@functools.cache
+def tmpfs_dir() -> str | None:
+    """/dev/shm when it is a tmpfs (almost always on Linux): folders there name no host path."""
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            if left.split()[4] == "/dev/shm" and right.split()[0] == "tmpfs":
+                return "/dev/shm"
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def private_dir(prefix: str) -> Path:
+    """A new 0700 folder for what the harness shares with one sandbox (sockets, /etc files)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmpfs_dir()))
+
+
+class SynthesizedFiles:
+    """Small files the harness writes for every sandbox (e.g. /etc/passwd), kept on a tmpfs.
+
+    Made once per process (and again if someone removed them), removed at exit.
+    """
+
+    def __init__(self, prefix: str, files: dict[str, str]):
+        self.prefix, self.files = prefix, files
+        self._lock = threading.Lock()
+        self._folder: Path | None = None
+
+    def folder(self) -> Path:
+        with self._lock:
+            folder = self._folder
+            if folder is None or not all((folder / n).is_file() for n in self.files):
+                folder = private_dir(self.prefix)
+                folder.chmod(0o755)
+                for name, text in self.files.items():
+                    (folder / name).write_text(text)
+                    (folder / name).chmod(0o644)
+                atexit.register(shutil.rmtree, folder, True)
+                self._folder = folder
+            return folder
+
+
+def _on_tmpfs(folder: Path) -> bool:
+    """Made by :func:`private_dir`: its mount line shows only a random name on the tmpfs."""
+    shm = tmpfs_dir()
+    return shm is not None and str(folder).startswith(shm + "/")
+
+
+def has_sockets(folder: Path) -> bool:
+    with contextlib.suppress(OSError), os.scandir(folder) as it:
+        return any(stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode) for e in it)
+    return False
+
+
+@functools.cache
+def views_problem() -> str | None:
+    """None if overlay views can be made here; else why not (folders are then bound as is)."""
+    if os.geteuid() != 0:
+        return "the harness is not root"
+    if find_tool("mount") is None:
+        return "mount not found"
+    probe = Path(tempfile.mkdtemp(prefix="tmlbench-viewprobe-"))
+    try:
+        (probe / "src").mkdir()
+        with Views(probe / "views") as views:
+            views.view(probe / "src")
+    except HarnessError as exc:
+        return str(exc)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return None
+
+
+class Views:
+    """Read-only overlay views of host folders for one attempt, mounted under ``root``.
+
+    ``view(folder)`` returns the folder to bind instead of ``folder`` (the same folder when
+    views are unavailable or it holds sockets). ``close()`` unmounts them all.
+    """
+
+    def __init__(self, root: Path, *, enabled: bool = True):
+        self.root = root
+        self.enabled = enabled
+        self.mounted: dict[Path, Path] = {}
+        self.notes: list[str] = []
+
+    def __enter__(self) -> Views:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def view(self, folder: Path) -> Path:
+        folder = Path(folder).resolve()
+        if not self.enabled or _on_tmpfs(folder) or has_sockets(folder):
+            return folder  # already neutral, or sockets (unreachable through an overlay)
+        if folder in self.mounted:
+            return self.mounted[folder]
+        if not self.mounted:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            (self.root / "empty").mkdir(exist_ok=True)
+        target = self.root / str(len(self.mounted))
+        target.mkdir()
+        _overlay(folder, self.root / "empty", target)
+        self.mounted[folder] = target
+        return target
+
+    def close(self) -> None:
+        self.mounted.clear()
+        release(self.root)
+
+
+def release(root: Path) -> None:
+    """Unmount every view under ``root`` and remove it (also what a dead harness left)."""
+    if not root.is_dir():
+        return
+    for child in sorted(root.iterdir(), reverse=True):
+        unmount(child)
+        with contextlib.suppress(OSError):
+            child.rmdir()
+    with contextlib.suppress(OSError):
+        root.rmdir()
+
+
+def _overlay(lower: Path, empty: Path, target: Path) -> None:
+    """Mount a read-only overlay of ``lower`` at ``target``, its layers named by descriptor."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    fds = [os.open(lower, flags), os.open(empty, flags)]
+    try:
+        layers = ":".join(f"/proc/self/fd/{fd}" for fd in fds)
+        run_tool(
+            "mount",
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            f"ro,lowerdir={layers}",
+            str(target),
+            fds=tuple(fds),
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
