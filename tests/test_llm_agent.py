@@ -642,21 +642,28 @@ def attack(mode: str) -> list[dict]:
     ]
 
 
+ISOLATING = ["bwrap", "docker"]  # a model's commands attack from inside either sandbox
+
+
 def tool_results(paths, record: RunRecord) -> list[str]:
     return [e["result"] for e in transcript(paths, record) if e["event"] == "tool"]
 
 
-def test_a_command_posing_as_a_second_tool_host_is_refused(small_paths):
+@pytest.mark.parametrize("backend", ISOLATING)
+def test_a_command_posing_as_a_second_tool_host_is_refused(small_paths, backend):
     with ScriptedProvider([*attack("connect"), *conversation(loose_start=True)], api_key=KEY) as p:
-        record = run(small_paths, p)
+        record = run(small_paths, p, backend=backend)
     assert p.mismatches == []
     assert record.status == "success", (record.error_message, record.validation_message)
     assert "connect refused: ConnectionRefusedError" in tool_results(small_paths, record)[1]
 
 
-def test_a_command_stealing_the_tool_hosts_connection_never_confuses_the_harness(small_paths):
+@pytest.mark.parametrize("backend", ISOLATING)
+def test_a_command_stealing_the_tool_hosts_connection_never_confuses_the_harness(
+    small_paths, backend
+):
     with ScriptedProvider([*attack("steal"), *conversation(loose_start=True)], api_key=KEY) as p:
-        record = run(small_paths, p)
+        record = run(small_paths, p, backend=backend)
     stdout = (small_paths.runs_dir / record.run_id / "stdout.log").read_text()
     if "stolen" in stdout:  # a sandbox that allows pidfd_getfd: the garbage is the agent's
         assert_protocol_violation(record, "is not UTF-8", r"b'\x00\xff garbage'")
@@ -665,19 +672,21 @@ def test_a_command_stealing_the_tool_hosts_connection_never_confuses_the_harness
         assert record.status == "success", (record.error_message, record.validation_message)
 
 
-def test_a_command_cannot_open_the_tool_hosts_memory(small_paths):
+@pytest.mark.parametrize("backend", ISOLATING)
+def test_a_command_cannot_open_the_tool_hosts_memory(small_paths, backend):
     """Same uid, no Yama: only the tool host being non-dumpable keeps /proc/PID/mem shut."""
     with ScriptedProvider([*attack("mem"), *conversation(loose_start=True)], api_key=KEY) as p:
-        record = run(small_paths, p)
+        record = run(small_paths, p, backend=backend)
     said = tool_results(small_paths, record)[1]
     assert "mem refused rb" in said and "mem refused r+b" in said, said
     assert "mem opened" not in said
     assert record.status == "success", (record.error_message, record.validation_message)
 
 
-def test_a_command_killing_the_tool_host_ends_the_attempt_as_a_runtime_error(small_paths):
+@pytest.mark.parametrize("backend", ISOLATING)
+def test_a_command_killing_the_tool_host_ends_the_attempt_as_a_runtime_error(small_paths, backend):
     with ScriptedProvider(attack("kill"), api_key=KEY) as provider:
-        record = run(small_paths, provider)
+        record = run(small_paths, provider, backend=backend)
     assert record.status == "runtime_error", (record.status, record.error_message)
     assert "exited with code" in record.error_message and record.wall_seconds < 30
     end = transcript(small_paths, record)[-1]

@@ -4,8 +4,8 @@ Inside the sandbox the agent sees only: /usr (with /bin, /lib, /lib64, /sbin as 
 host), a handful of /etc files, fresh /proc, /dev, a size-limited tmpfs at /tmp and
 /dev/shm, the workspace read-write at /workspace (a filesystem of its own:
 runner/sandbox/workspace.py), its own code read-only at /opt/agent and the harness's
-Python read-only (venv at /opt/tmlbench/venv, the base interpreter at its own host path
-because the venv's python symlinks to it). Read-only folders are bound through views
+Python read-only (venv at /opt/tmlbench/venv, the base interpreter at /opt/tmlbench/python
+with its host path a symlink there, because the venv's python and its RUNPATH name it). Read-only folders are bound through views
 (runner/sandbox/views.py), so the sandbox's mount table names no host folder. No network
 (new net namespace: loopback only), new pid/ipc/uts/cgroup namespaces, all capabilities
 dropped, uid/gid 65534 in a user namespace that cannot create further user namespaces,
@@ -37,6 +37,7 @@ from runner.sandbox.workspace import Workspace
 WORKSPACE = "/workspace"
 AGENT_DIR = "/opt/agent"
 VENV = "/opt/tmlbench/venv"
+PYTHON_HOME = "/opt/tmlbench/python"  # the venv's base interpreter
 SANDBOX_UID = 65534
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`)"
 
@@ -180,10 +181,14 @@ class BwrapSandbox(Sandbox):
         a += ["--size", tmp_size, "--tmpfs", "/tmp"]
         a += ["--size", tmp_size, "--tmpfs", "/dev/shm"]
         base = self.base_prefix
-        # The venv's python links to the base interpreter by its host path (and the
-        # interpreter finds libpython through an absolute RUNPATH), so it appears there.
+        # The venv's python links to the base interpreter by its host path, and the
+        # interpreter finds libpython by an absolute RUNPATH: that path must lead to it. It
+        # is mounted at a neutral place and the host path is only a symlink there, so the
+        # mount table names no host folder.
         if base.resolve() != self.prefix and not str(base).startswith("/usr/"):
-            a += ["--ro-bind", str(shown(base)), str(base)]
+            a += ["--ro-bind", str(shown(base)), PYTHON_HOME]
+            for alias in sorted({str(base), str(base.resolve())}):
+                a += ["--symlink", PYTHON_HOME, alias]
         a += ["--ro-bind", str(shown(self.prefix)), VENV]
         a += ["--ro-bind", str(shown(agent_dir)), AGENT_DIR]
         a += ["--bind", str(workspace), WORKSPACE]
