@@ -732,9 +732,12 @@ def assert_protocol_violation(record: RunRecord, *words: str) -> None:
         ("deep", ["its reply to run request 2 is not JSON"]),
     ],
 )
-def test_a_taken_over_tool_host_is_the_agents_runtime_error(small_paths, taken_over, mode, words):
+@pytest.mark.parametrize("backend", ISOLATING)
+def test_a_taken_over_tool_host_is_the_agents_runtime_error(
+    small_paths, taken_over, mode, words, backend
+):
     with ScriptedProvider(hostile(mode), api_key=KEY) as provider:
-        record = run(small_paths, provider, budget=60)
+        record = run(small_paths, provider, budget=60, backend=backend)
     assert provider.mismatches == []
     assert_protocol_violation(record, *words)
     assert record.wall_seconds < 30  # the tool host exits once the harness hangs up
@@ -751,8 +754,9 @@ def test_two_replies_to_one_command_are_a_protocol_violation(small_paths, taken_
     assert "more than one reply to run request 2" in message or "nobody asked for" in message
 
 
+@pytest.mark.parametrize("backend", ISOLATING)
 def test_a_1_gib_line_stops_at_the_cap_while_a_benign_attempt_beside_succeeds(
-    small_paths, taken_over
+    small_paths, taken_over, backend
 ):
     """The harness reads at most its frame cap of the line; a parallel attempt is unharmed."""
     get_metric("auc").score([0, 1], [0.2, 0.8])  # the grader's lazy imports, before measuring
@@ -762,12 +766,12 @@ def test_a_1_gib_line_stops_at_the_cap_while_a_benign_attempt_beside_succeeds(
     def run_benign() -> None:  # the taken-over tool host serves it honestly
         with ScriptedProvider(conversation(), api_key=KEY) as provider:
             agent = llm_agent(provider).model_copy(update={"id": "llm-benign"})
-            benign["record"] = attempt(small_paths, agent, TASK, 120)
+            benign["record"] = attempt(small_paths, agent, TASK, 120, backend=backend)
 
     beside = threading.Thread(target=run_benign)
     beside.start()
     with ScriptedProvider(hostile("huge"), api_key=KEY) as provider:
-        record = run(small_paths, provider, budget=60)
+        record = run(small_paths, provider, budget=60, backend=backend)
     beside.join(timeout=150)
     assert_protocol_violation(record, f"longer than the {DEFAULT_CAP:,}-byte cap", "b'xxxxxxxx")
     assert benign["record"].status == "success", benign["record"].error_message
