@@ -9,12 +9,29 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from runner.errors import HarnessError
 
 TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 TOOL_TIMEOUT = 60.0
+
+
+def try_once(prefix: str, trial: Callable[[Path], None]) -> str | None:
+    """Run ``trial`` in a scratch folder: None if it worked, else its HarnessError's words.
+
+    How a kind of mount is probed before the first attempt relies on it.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        trial(scratch)
+    except HarnessError as exc:
+        return str(exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return None
 
 
 def find_tool(name: str) -> str | None:

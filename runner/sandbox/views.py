@@ -28,8 +28,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from runner.errors import HarnessError
-from runner.sandbox.mounts import find_tool, run_tool, unmount
+from runner.sandbox.mounts import find_tool, run_tool, try_once, unmount
 
 VIEWS_NAME = ".views"  # beside the workspace, in the run's own folder
 
@@ -96,16 +95,13 @@ def views_problem() -> str | None:
         return "the harness is not root"
     if find_tool("mount") is None:
         return "mount not found"
-    probe = Path(tempfile.mkdtemp(prefix="tmlbench-viewprobe-"))
-    try:
-        (probe / "src").mkdir()
-        with Views(probe / "views") as views:
-            views.view(probe / "src")
-    except HarnessError as exc:
-        return str(exc)
-    finally:
-        shutil.rmtree(probe, ignore_errors=True)
-    return None
+
+    def trial(scratch: Path) -> None:
+        (scratch / "folder").mkdir()
+        with Views(scratch / "views") as views:
+            views.view(scratch / "folder")
+
+    return try_once("tmlbench-viewprobe-", trial)
 
 
 class Views:

@@ -24,8 +24,6 @@ import errno
 import functools
 import os
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +32,7 @@ from pathlib import Path
 
 from runner.errors import HarnessError
 from runner.sandbox import treewalk
-from runner.sandbox.mounts import find_tool, run_tool, unmount
+from runner.sandbox.mounts import find_tool, run_tool, try_once, unmount
 
 IMAGE_NAME = ".workspace.ext4"
 STAGING_NAME = ".workspace.out"
@@ -64,17 +62,14 @@ def filesystem_problem() -> str | None:
             return f"{tool} not found (Debian: e2fsprogs, mount)"
     if not os.path.exists("/dev/loop-control"):
         return "no /dev/loop-control (loop devices unavailable)"
-    probe = Path(tempfile.mkdtemp(prefix="tmlbench-fsprobe-"))
-    try:
-        (probe / "ws").mkdir()
-        fs = Filesystem(probe / "ws", size=4 << 20, inodes=64, owner=None)
+
+    def trial(scratch: Path) -> None:
+        (scratch / "workspace").mkdir()  # its image goes beside it, in the scratch folder
+        fs = Filesystem(scratch / "workspace", size=4 << 20, inodes=64, owner=None)
         fs.create()
         fs.release()
-    except HarnessError as exc:
-        return str(exc)
-    finally:
-        shutil.rmtree(probe, ignore_errors=True)
-    return None
+
+    return try_once("tmlbench-fsprobe-", trial)
 
 
 class Filesystem:
