@@ -137,6 +137,17 @@ def show_transcript(events: list[dict] | None) -> None:
                 show_text(event["provider_error"])
 
 
+def _json_value(value: object) -> str | None:
+    """A warehouse value for the Record tab: NULL (NaN in pandas) as null, lists as lists."""
+    try:
+        if value != value:  # NaN, NaT: missing
+            return None
+    except (TypeError, ValueError):  # an array compares element-wise: not missing
+        pass
+    tolist = getattr(value, "tolist", None)  # numpy arrays (list columns such as sandbox_notes)
+    return str(tolist() if callable(tolist) else value)
+
+
 def show_sandbox(record: dict) -> None:
     """What the sandbox noted, the workspace's use at the end, and, when the disk cap ended the
     attempt, the listing of what it held (file names are the agent's: shown as text)."""
@@ -208,7 +219,7 @@ usage = queries.run_usage(record)
 if usage:
     st.caption(" · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items()))
 tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
-tabs[0].json({k: (None if v != v else str(v)) for k, v in record.items()}, expanded=False)
+tabs[0].json({k: _json_value(v) for k, v in record.items()}, expanded=False)
 with tabs[5]:
     show_sandbox(record)
 for tab, field in zip(
