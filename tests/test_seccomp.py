@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HarnessError
-from runner.sandbox import Bind, SandboxLimits, seccomp
+from runner.sandbox import Bind, BwrapSandbox, SandboxLimits, seccomp
 from tests.test_sandbox import Attempt, _require_bwrap
 
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -288,11 +288,13 @@ def test_missing_libseccomp_is_a_harness_error_naming_the_package(monkeypatch, t
     seccomp._bwrap_bpf.cache_clear()
     with pytest.raises(HarnessError, match=r"needs libseccomp .*apt-get install libseccomp2"):
         seccomp.bwrap_filter()
-    # The bwrap backend reports it the same way, before anything runs.
-    _require_bwrap()
-    from runner.sandbox import get_sandbox
+    # The bwrap backend reports it the same way, before any attempt: no filter, no backend.
+    from runner.sandbox import bwrap_problem, get_sandbox
 
-    sb = get_sandbox("bwrap")
+    assert "libseccomp2" in (bwrap_problem() or "")
+    with pytest.raises(HarnessError, match="libseccomp2"):
+        get_sandbox("bwrap")
+    sb = BwrapSandbox()  # built anyway (e.g. by a caller that skipped the check): run refuses
     att = Attempt(tmp_path, sb)
     with pytest.raises(HarnessError, match="libseccomp2"):
         sb.run(att.request(["/usr/bin/true"], SandboxLimits(wall_seconds=10)))
