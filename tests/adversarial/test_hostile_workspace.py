@@ -86,14 +86,16 @@ def test_fifos_sockets_hard_links_and_setid_are_not_carried_out(arena: Arena):
     arena.assert_host_unchanged()
 
 
-def test_a_benign_attempt_runs_beside_a_disk_flood(arena: Arena):
+@pytest.mark.parametrize(("mode", "status"), [("fallocate", "runtime_error"), ("deep", "success")])
+def test_a_benign_attempt_runs_beside_a_hostile_workspace(arena: Arena, mode: str, status: str):
     benign = load_agent(arena.paths.agents_dir, "baseline-constant")
     benign_ctx = arena.context(agent_code_dir=agent_code_dir(arena.paths.agents_dir, benign))
     with ThreadPoolExecutor(2) as pool:
-        flood = pool.submit(arena.run, "hostile_workspace.py", "fallocate", budget=30)
+        hostile = pool.submit(arena.run, "hostile_workspace.py", mode, budget=60)
         time.sleep(0.3)
         good = pool.submit(run_attempt, arena.plan(benign, 60), benign_ctx).result()
-        bad = flood.result()
+        bad = hostile.result()
     assert good.status == "success", (good.error_message, good.validation_message)
-    assert bad.record.status == "runtime_error" and bad.record.limit_exceeded == "disk"
+    assert bad.record.status == status, (bad.record.status, bad.record.error_message)
+    assert_nothing_left_on_the_host(arena, bad.run_dir)
     arena.assert_host_unchanged()
