@@ -31,7 +31,7 @@ from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
 from runner.sandbox.lifecycle import Ended
 from runner.sandbox.seccomp import bwrap_filter
 from runner.sandbox.supervise import Launch, memfd, supervise
-from runner.sandbox.views import VIEWS_NAME, SynthesizedFiles, Views, views_problem
+from runner.sandbox.views import NO_VIEWS, SynthesizedFiles, Views
 from runner.sandbox.workspace import Workspace
 
 WORKSPACE = "/workspace"
@@ -159,7 +159,7 @@ class BwrapSandbox(Sandbox):
         agent_dir = Path(request.agent_dir).resolve()
         if not agent_dir.is_dir():
             raise HarnessError(f"agent directory {agent_dir} does not exist")
-        shown = views.view if views is not None else (lambda folder: Path(folder).resolve())
+        shown = (views or NO_VIEWS).view
         tmp_size = str(max(1 << 20, min(request.limits.disk_bytes, request.limits.memory_bytes)))
         a = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
@@ -209,8 +209,7 @@ class BwrapSandbox(Sandbox):
         problem = bwrap_problem()
         if problem:
             raise HarnessError(problem)
-        no_views = views_problem()
-        with Views(request.workspace.parent / VIEWS_NAME, enabled=no_views is None) as views:
+        with Views.for_attempt(request.workspace) as views:
             argv = self.argv(request, views)
             split = argv.index("--")  # bwrap reads options from --args FD, not the command
             # The seccomp filter (runner/sandbox/seccomp.py), loaded by bwrap right before exec.
@@ -221,8 +220,9 @@ class BwrapSandbox(Sandbox):
                 cwd=Path(request.workspace).resolve(),
                 bwrap=True,
                 inherit_fds=(seccomp_fd,),
-                notes=[f"bwrap: uid {SANDBOX_UID} in a user namespace, no network, seccomp"],
+                notes=[
+                    f"bwrap: uid {SANDBOX_UID} in a user namespace, no network, seccomp",
+                    *views.notes,
+                ],
             )
-            if no_views:
-                launch.notes.append(f"bwrap: folders bound with their host paths ({no_views})")
             return supervise(self.name, request, launch, workspace)

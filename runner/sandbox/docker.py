@@ -47,8 +47,8 @@ from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
 from runner.sandbox.cgroups import v1_mounts
 from runner.sandbox.lifecycle import Ended, Watchdog
 from runner.sandbox.seccomp import docker_profile_path
-from runner.sandbox.supervise import CappedLog, log_head
-from runner.sandbox.views import VIEWS_NAME, SynthesizedFiles, Views, views_problem
+from runner.sandbox.supervise import CappedLog, log_head, truncation_notes
+from runner.sandbox.views import NO_VIEWS, SynthesizedFiles, Views
 from runner.sandbox.workspace import Workspace
 
 IMAGE = "tmlbench-agent:latest"
@@ -322,7 +322,7 @@ class DockerSandbox(Sandbox):
         """
         limits = request.limits
         workspace = Path(request.workspace).resolve()
-        shown = views.view if views is not None else (lambda folder: Path(folder).resolve())
+        shown = (views or NO_VIEWS).view
         agent_dir = shown(request.agent_dir)
         tmp_size = max(1 << 20, min(limits.disk_bytes, limits.memory_bytes))
         fsize = max(1, int(limits.disk_bytes))
@@ -375,10 +375,8 @@ class DockerSandbox(Sandbox):
         try:
             for bind in request.binds:
                 notes += _open_to_sandbox_user(Path(bind.host).resolve())
-            no_views = views_problem()
-            if no_views:
-                notes.append(f"docker: folders bound with their host paths ({no_views})")
-            with Views(request.workspace.parent / VIEWS_NAME, enabled=no_views is None) as views:
+            with Views.for_attempt(request.workspace) as views:
+                notes += views.notes
                 ended = self._run(request, workspace, name, views)
         finally:
             # The container's cgroups went with it; its cgroup parent kept the totals.
@@ -474,9 +472,7 @@ class DockerSandbox(Sandbox):
                 f"{log_head(request.stderr_path) or state.get('Error') or 'no message'}"
             )
         exit_code = state.get("ExitCode")
-        for log, stream in ((out_log, "stdout"), (err_log, "stderr")):
-            if log.dropped:
-                notes.append(f"{stream} truncated at {log.cap} bytes ({log.dropped} bytes dropped)")
+        notes += truncation_notes(out_log, err_log)
         ended = Ended(
             exit_code=exit_code if isinstance(exit_code, int) else None,
             wall_seconds=wall,

@@ -197,6 +197,15 @@ def memfd(name: str, data: bytes) -> int:
         os.close(mfd)
 
 
+def truncation_notes(stdout: CappedLog, stderr: CappedLog) -> list[str]:
+    """What the log caps dropped, for the result's notes."""
+    return [
+        f"{stream} truncated at {log.cap} bytes ({log.dropped} bytes dropped)"
+        for log, stream in ((stdout, "stdout"), (stderr, "stderr"))
+        if log.dropped
+    ]
+
+
 def log_head(path: Path, n: int = 2000) -> str:
     try:
         with open(path, "rb") as f:
@@ -298,13 +307,6 @@ class Output:
             os.close(self.pidfd)
         self.stdout.close()
         self.stderr.close()
-
-    def truncation_notes(self) -> list[str]:
-        return [
-            f"{stream} truncated at {log.cap} bytes ({log.dropped} bytes dropped)"
-            for log, stream in ((self.stdout, "stdout"), (self.stderr, "stderr"))
-            if log.dropped
-        ]
 
 
 class Reaper:
@@ -415,7 +417,7 @@ def supervise(backend: str, request: SandboxRequest, launch: Launch, workspace: 
             if proc is not None and proc.returncode is None:  # a fault of ours mid-attempt
                 Reaper(proc, cg, output, launch.bwrap).kill()
             output.close()
-        notes += reaper.notes + output.truncation_notes()
+        notes += reaper.notes + truncation_notes(output.stdout, output.stderr)
         _check_launched(backend, request, launch, output, proc, killed=dog.reason is not None)
         ended = Ended(exit_code=_exit_code(proc.returncode), wall_seconds=wall, notes=notes)
         ended.timed_out = dog.timed_out

@@ -117,6 +117,16 @@ class Views:
         self.mounted: dict[Path, Path] = {}
         self.notes: list[str] = []
 
+    @classmethod
+    def for_attempt(cls, workspace: Path) -> Views:
+        """The views of the attempt whose workspace this is (in its run folder); disabled,
+        with a note saying why, where views cannot be made."""
+        problem = views_problem()
+        views = cls(Path(workspace).parent / VIEWS_NAME, enabled=problem is None)
+        if problem:
+            views.notes.append(f"folders bound with their host paths ({problem})")
+        return views
+
     def __enter__(self) -> Views:
         return self
 
@@ -141,6 +151,9 @@ class Views:
     def close(self) -> None:
         self.mounted.clear()
         release(self.root)
+
+
+NO_VIEWS = Views(Path("/nonexistent/tmlbench-views"), enabled=False)  # binds folders as they are
 
 
 def release(root: Path) -> None:

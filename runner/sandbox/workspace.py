@@ -151,10 +151,6 @@ class Filesystem:
         os.rename(staging, self.mountpoint)
         return report
 
-    def discard(self) -> None:
-        """Drop everything the agent left: an empty workspace folder remains."""
-        self.release()
-
     def release(self) -> None:
         """Unmount (lazily if something still holds it) and delete the image."""
         unmount(self.mountpoint)
@@ -262,7 +258,7 @@ class Workspace:
 
     @property
     def bounds(self) -> treewalk.Bounds:
-        return treewalk.Bounds(max_entries=self.inodes, max_bytes=self.disk_bytes)
+        return walk_bounds(self.disk_bytes, self.inodes)
 
     def open(self) -> None:
         problem = filesystem_problem()
@@ -328,13 +324,13 @@ class Workspace:
                 f"of {self.fs.size} bytes, {self.fs.inodes} files)"
             )
             self._write_listing()
-            self.fs.discard()
+            self.fs.release()  # nothing the agent wrote is kept
             self.removed = True
             return True
         try:
             report = self.fs.collect(self.bounds)
         except OSError as exc:  # the host's disk, not the agent: never leave the mount behind
-            self.fs.discard()
+            self.fs.release()  # nothing the agent wrote is kept
             raise HarnessError(f"could not copy the workspace out to {self.path}: {exc}") from exc
         self.notes += report.notes("workspace")
         return False
@@ -358,8 +354,16 @@ class Workspace:
         if self.poll is not None:
             self.poll.stop.set()
         if self.fs is not None:
-            with contextlib.suppress(HarnessError):
+            try:
                 self.fs.collect(self.bounds)
+            except (HarnessError, OSError):  # the fault being raised matters more than this
+                with contextlib.suppress(HarnessError):
+                    self.fs.release()
+
+
+def walk_bounds(disk_bytes: int, inodes: int) -> treewalk.Bounds:
+    """How far a pass over a workspace goes: no more files or bytes than its caps allow."""
+    return treewalk.Bounds(max_entries=inodes, max_bytes=disk_bytes)
 
 
 def recover(path: Path, disk_bytes: int, inodes: int) -> list[str]:
@@ -371,7 +375,7 @@ def recover(path: Path, disk_bytes: int, inodes: int) -> list[str]:
         return []
     fs = Filesystem(path, size=disk_bytes, inodes=inodes, owner=None)
     if os.path.ismount(path):
-        report = fs.collect(treewalk.Bounds(max_entries=inodes, max_bytes=disk_bytes))
+        report = fs.collect(walk_bounds(disk_bytes, inodes))
         return ["recovered a workspace left mounted by a dead harness", *report.notes("workspace")]
     fs.release()
     return ["removed a workspace image left by a dead harness"]

@@ -120,6 +120,11 @@ def echo(request: dict, response: dict) -> None:
     print(f"[exit {response.get('exit_code')}]", flush=True)
 
 
+def reply_line(request: dict, response: dict) -> bytes:
+    """One reply frame: the response, carrying its request's id, as a JSON line."""
+    return json.dumps({"id": request.get("id"), **response}).encode() + b"\n"
+
+
 def not_dumpable() -> bool:
     """Keep the model's commands (same uid) out of this process: /proc/PID/mem, ptrace,
     pidfd_getfd on a non-dumpable process need CAP_SYS_PTRACE, which nobody here has.
@@ -144,7 +149,7 @@ def main() -> int:
                 return 0
             response = handle(request)
             echo(request, response)
-            stream.write(json.dumps({"id": request.get("id"), **response}).encode() + b"\n")
+            stream.write(reply_line(request, response))
             stream.flush()
     except (BrokenPipeError, ConnectionError) as exc:
         print(f"tmlbench toolhost: the harness closed the connection ({exc})", file=sys.stderr)

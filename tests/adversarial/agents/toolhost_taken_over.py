@@ -60,7 +60,7 @@ def main() -> int:
             else:
                 response = honest.handle(request)
                 honest.echo(request, response)
-                stream.write(json.dumps({"id": request.get("id"), **response}).encode() + b"\n")
+                stream.write(honest.reply_line(request, response))
             stream.flush()
     except OSError as exc:
         print(f"the harness hung up: {type(exc).__name__}", flush=True)
