@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.errors import HarnessError, TmlbenchError, describe_validation_error
 
 # 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts;
-# 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes.
-# Records of older versions stay valid.
-RECORD_SCHEMA_VERSION = 4
+# 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes;
+# 5 added the submission fingerprints. Records of older versions stay valid.
+RECORD_SCHEMA_VERSION = 5
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
 TEMP_PREFIX = ".record."  # write_record's temporary files, next to record.json
@@ -129,6 +129,11 @@ class RunRecord(BaseModel):
     stderr_path: str | None = None
     transcript_path: str | None = None
     submission_path: str | None = None
+    # Fingerprints of the submission (schema 5): the file's bytes, and its content in one
+    # canonical form (rows sorted by id, numbers written one way), so a replayed or cached
+    # answer is recognised however it was re-serialised (marts.duplicate_submissions).
+    submission_sha256: str | None = None
+    submission_normalized_sha256: str | None = None
 
 
 def write_record(run_dir: Path, record: RunRecord) -> Path:

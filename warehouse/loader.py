@@ -38,7 +38,7 @@ from warehouse.db import apply_ddl
 SOURCE_TMLBENCH = "tmlbench"
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.model_fields)
 _FIELD_GETTER = operator.itemgetter(*RUN_FIELDS)
-BOOKKEEPING = ("source", "source_path", "record_sha256", "loaded_at")
+BOOKKEEPING = ("source", "source_path", "record_sha256", "loaded_at", "source_fields")
 
 _ARROW_TYPES = {
     "VARCHAR": pa.string(),
@@ -74,6 +74,7 @@ class Candidate:
     record: RunRecord
     source_path: str
     record_sha256: str
+    source_fields: str | None = None  # imports: JSON of the source's fields raw.runs has no column for
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, runs_dir: Path) -> LoadReport:
@@ -229,8 +230,10 @@ def _constraint_problem(
         value = values[name]
         if value is not None and not low <= value <= high:
             return f"{name}: {value} does not fit the column's type ({type_name})"
-    if record.budget_seconds <= 0:
+    if record.budget_seconds is not None and record.budget_seconds <= 0:
         return f"budget_seconds: must be > 0, got {record.budget_seconds}"
+    if record.status == "success" and record.metric_direction is None:
+        return "status success needs a metric (metric_name/metric_direction are empty)"
     if record.status != "success" and (record.score is not None or record.score_hib is not None):
         return f"status {record.status!r} must not carry a score (only success has one)"
     return None
@@ -266,6 +269,7 @@ def _runs_table(new: Sequence[Candidate], columns: dict[str, str], source: str) 
     arrays["source"] = pa.array([source] * n, pa.string())
     arrays["source_path"] = pa.array([c.source_path for c in new], pa.string())
     arrays["record_sha256"] = pa.array([c.record_sha256 for c in new], pa.string())
+    arrays["source_fields"] = pa.array([c.source_fields for c in new], pa.string())
     now = dt.datetime.now(dt.UTC)
     arrays["loaded_at"] = pa.array([now] * n, pa.timestamp("us", tz="UTC"))
     return pa.table(arrays)

@@ -1,5 +1,5 @@
 -- The raw schema: what the loader writes and dbt's sources read. Applied idempotently
--- (every statement is IF NOT EXISTS). One row per attempt in raw.runs, keyed by run_id;
+-- (every statement may run again: IF NOT EXISTS, or a DROP NOT NULL that is already dropped). One row per attempt in raw.runs, keyed by run_id;
 -- columns mirror runner.records.RunRecord field for field, plus load bookkeeping.
 create schema if not exists raw;
 
@@ -13,17 +13,17 @@ create table if not exists raw.runs (
     agent_id                varchar not null,
     agent_kind              varchar not null,
     harness                 varchar not null,
-    harness_version         varchar not null,
+    harness_version         varchar,
     provider                varchar,
     model_id                varchar,
 
     task_id                 varchar not null,
-    metric_name             varchar not null,
-    metric_direction        varchar not null check (metric_direction in ('maximize', 'minimize')),
-    budget_seconds          integer not null check (budget_seconds > 0),
-    instruction_profile     varchar not null,
+    metric_name             varchar,
+    metric_direction        varchar check (metric_direction in ('maximize', 'minimize')),
+    budget_seconds          integer check (budget_seconds > 0),
+    instruction_profile     varchar,
     attempt_index           integer not null,
-    seed                    bigint not null,
+    seed                    bigint,
 
     sandbox_backend         varchar not null,
     sandbox_isolated        boolean not null,
@@ -69,23 +69,27 @@ create table if not exists raw.runs (
     workspace_listing_path  varchar,
     sandbox_notes           varchar[],
 
-    task_spec_sha256        varchar not null,
+    task_spec_sha256        varchar,
     public_manifest_sha256  varchar,
     instructions_sha256     varchar,
-    tmlbench_version        varchar not null,
+    tmlbench_version        varchar,
     git_sha                 varchar,
 
     stdout_path             varchar,
     stderr_path             varchar,
     transcript_path         varchar,
     submission_path         varchar,
+    submission_sha256       varchar,
+    submission_normalized_sha256 varchar,
 
     -- load bookkeeping (not part of the record)
     source                  varchar not null,  -- 'tmlbench', or 'tml-bench' for imported results
     source_path             varchar,           -- the record file (or database) it came from
     record_sha256           varchar not null,  -- content hash: same run_id + same hash = unchanged
     loaded_at               timestamptz not null,
-    check (status = 'success' or (score is null and score_hib is null))
+    source_fields           json,              -- imported rows: the source's fields with no column here
+    check (status = 'success' or (score is null and score_hib is null)),
+    check (status <> 'success' or metric_direction is not null)
 );
 
 -- Record schema 2 (agent usage): warehouses created before it get the columns here.
@@ -106,6 +110,20 @@ alter table raw.runs add column if not exists workspace_files bigint;
 alter table raw.runs add column if not exists workspace_removed boolean;
 alter table raw.runs add column if not exists workspace_listing_path varchar;
 alter table raw.runs add column if not exists sandbox_notes varchar[];
+-- Record schema 5: submission fingerprints; imports keep the source's other fields.
+alter table raw.runs add column if not exists submission_sha256 varchar;
+alter table raw.runs add column if not exists submission_normalized_sha256 varchar;
+alter table raw.runs add column if not exists source_fields json;
+-- Imported results may lack what every tmlbench record has (older TML-bench databases have no
+-- budget, model or provenance columns): NULL there means "not recorded by the source".
+alter table raw.runs alter column harness_version drop not null;
+alter table raw.runs alter column metric_name drop not null;
+alter table raw.runs alter column metric_direction drop not null;
+alter table raw.runs alter column budget_seconds drop not null;
+alter table raw.runs alter column instruction_profile drop not null;
+alter table raw.runs alter column seed drop not null;
+alter table raw.runs alter column task_spec_sha256 drop not null;
+alter table raw.runs alter column tmlbench_version drop not null;
 
 create table if not exists raw.tasks (
     task_id                 varchar primary key,
@@ -147,4 +165,27 @@ create table if not exists raw.suites (
     harness_error_ceiling   integer not null check (harness_error_ceiling >= 1),  -- harness_error attempts per setting before it gets no more
     spec_sha256             varchar not null,
     loaded_at               timestamptz not null
+);
+
+-- Reference scores the original TML-bench recorded per competition (its `baselines` table:
+-- e.g. 'hgb' and 'constant' models), imported with its runs. tmlbench's own baselines are
+-- agents with runs; these are kept for comparison and never enter a mart's arithmetic.
+create table if not exists raw.baselines (
+    source                  varchar not null,  -- 'tml-bench'
+    task_id                 varchar not null,  -- the source's competition_id
+    baseline_type           varchar not null,
+    created_at              timestamptz,
+    metric_name             varchar,
+    score                   double,            -- the source's score_raw
+    score_normalized        double,
+    local_validation_score  double,
+    submission_sha256       varchar,
+    submission_normalized_sha256 varchar,
+    task_spec_sha256        varchar,
+    public_manifest_sha256  varchar,
+    source_fields           json,              -- the source's columns with no column here
+    source_path             varchar not null,
+    record_sha256           varchar not null,  -- content hash: same key + same hash = unchanged
+    loaded_at               timestamptz not null,
+    primary key (source, task_id, baseline_type)
 );

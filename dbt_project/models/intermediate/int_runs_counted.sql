@@ -17,7 +17,7 @@ successes as (
             order by created_at, run_id
         ) as success_index
 
-    from {{ ref('stg_raw__runs') }}
+    from {{ ref('int_setting_runs') }}
     where status = 'success'
 
 ),

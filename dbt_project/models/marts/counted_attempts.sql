@@ -12,7 +12,7 @@ counted as (
 
 runs as (
 
-    select * from {{ ref('stg_raw__runs') }}
+    select * from {{ ref('int_setting_runs') }}
 
 ),
 

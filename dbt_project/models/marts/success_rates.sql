@@ -4,7 +4,7 @@ with
 
 runs as (
 
-    select * from {{ ref('stg_raw__runs') }}
+    select * from {{ ref('int_setting_runs') }}
 
 ),
 

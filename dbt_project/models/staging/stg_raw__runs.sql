@@ -62,8 +62,13 @@ renamed as (
         workspace_listing_path,
         sandbox_notes,
 
+        -- the submission's fingerprints (bytes; canonical content)
+        submission_sha256,
+        submission_normalized_sha256,
+
         -- provenance
         source as load_source,
+        source_fields,
         tmlbench_version,
         git_sha,
 
