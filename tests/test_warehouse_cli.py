@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from runner.cli import cli
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.registry import list_agents
-from tests.test_warehouse_import import ROWS, make_sqlite
+from tests.support import tml_bench as tb
 from tests.test_warehouse_loader import rec, write, write_raw
 from warehouse.db import connect
 
@@ -115,12 +116,30 @@ def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
 
 
 def test_import_tml_bench_command(env, tmp_path: Path):
-    db = make_sqlite(tmp_path / "results.sqlite", ROWS)
+    runs = [
+        tb.result("a1", "2026-02-01T10:00:00-08:00"),
+        tb.result("a2", "2026-02-01T11:00:00-08:00", status="timeout"),
+    ]
+    db = tb.current_database(tmp_path / "results.sqlite", runs)
+    sql = sqlite3.connect(db)
+    sql.execute("alter table runs add column judge_notes text")
+    sql.execute("update runs set judge_notes = 'fine'")
+    sql.commit()
+    sql.close()
     result = invoke(env, "import", "tml-bench", str(db))
     assert result.exit_code == 0, result.output
-    assert "5 new, 0 unchanged, 0 rejected" in result.output
+    assert "2 new, 0 unchanged, 0 rejected" in result.output
+    assert "TML-bench baselines: 2 new" in result.output
+    assert result.output.count("judge_notes") == 1  # reported once, not per row
+    assert "in source_fields: runs.judge_notes (2 values)" in result.output
     again = invoke(env, "import", "tml-bench", str(db))
-    assert "0 new, 5 unchanged" in again.output
+    assert "0 new, 2 unchanged" in again.output
+    sql = sqlite3.connect(db)
+    sql.execute("update runs set status = 'exploded' where run_id = 'a2'")
+    sql.commit()
+    sql.close()
+    refused = invoke(env, "import", "tml-bench", str(db))
+    assert refused.exit_code == 1 and "unknown status 'exploded'" in refused.output
 
 
 def test_sql_errors_exit_2_through_the_real_entry_point(env):

@@ -135,13 +135,22 @@ def import_tml_bench_cmd(sources: Sequence[Path], warehouse_file: Path | None) -
     con = connect(db)
     try:
         report = import_tml_bench(con, *sources)
-        total = con.execute("select count(*) from raw.runs where source = 'tml-bench'").fetchone()[
-            0
-        ]
+        total = con.execute("select count(*) from raw.runs where source = 'tml-bench'").fetchone()
     finally:
         con.close()
-    _print_report(report, f"TML-bench runs from {', '.join(map(str, sources))}")
-    console.print(f"warehouse {db}: {total:,} imported TML-bench runs")
+    _print_report(report.runs, f"TML-bench runs from {', '.join(map(str, sources))}")
+    if report.baselines.total:
+        _print_report(report.baselines, "TML-bench baselines")
+    if report.unknown_fields:
+        kept = ", ".join(f"{name} ({n:,} values)" for name, n in report.unknown_fields.items())
+        console.print(
+            f"kept column(s) this importer does not know, in source_fields: {kept}",
+            markup=False,
+            highlight=False,
+        )
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    console.print(f"warehouse {db}: {total[0] if total else 0:,} imported TML-bench runs")
     if report.rejected:
         sys.exit(1)
 

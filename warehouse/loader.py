@@ -74,7 +74,8 @@ class Candidate:
     record: RunRecord
     source_path: str
     record_sha256: str
-    source_fields: str | None = None  # imports: JSON of the source's fields raw.runs has no column for
+    # Imports: JSON of the source's fields that raw.runs has no column for.
+    source_fields: str | None = None
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, runs_dir: Path) -> LoadReport:
