@@ -204,6 +204,29 @@ def filter_options(path: Path) -> dict:
     }
 
 
+# Per agent, from marts.setting_duplicates: settings whose counted attempts (the ones its score is
+# the median of) include the same answer twice, attempts whose answer another agent also
+# submitted, and whether every counted attempt has a fingerprint (records before schema 5 do not).
+DUPLICATES_PER_AGENT = """
+            select agent_id,
+                   count(*) filter (where duplicated_counted) as replayed_settings,
+                   sum(n_shared_with_other_agents)::bigint as shared_attempts,
+                   bool_and(n_counted_fingerprinted = n_counted) as known
+            from marts.setting_duplicates
+            group by agent_id
+        """
+# "⚠ replayed in k settings" and/or "⧉ m attempts shared with other agents"; else "✓ distinct"
+# when every counted attempt has a fingerprint, "fingerprints unknown" when some do not.
+DUPLICATES_BADGE = """case
+                   when dup.replayed_settings > 0 or dup.shared_attempts > 0 then concat_ws(' · ',
+                       case when dup.replayed_settings > 0 then '⚠ replayed in '
+                            || dup.replayed_settings || ' setting(s)' end,
+                       case when dup.shared_attempts > 0 then '⧉ ' || dup.shared_attempts
+                            || ' attempt(s) shared with other agents' end)
+                   when dup.known then '✓ distinct'
+                   else 'fingerprints unknown' end"""
+
+
 def leaderboard(
     path: Path, variant: str = "best_budget", filters: Filters | None = None
 ) -> pd.DataFrame:
@@ -213,6 +236,7 @@ def leaderboard(
 
     contamination: "contaminated: <tasks>" when the model's knowledge cutoff is on or after a
     benchmarked task's start date, "clean" when known for every task, else "cutoff unknown".
+    duplicates (snapshots with ``marts.setting_duplicates``): see ``DUPLICATES_BADGE``.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown leaderboard variant {variant!r}; expected one of {VARIANTS}")
@@ -243,6 +267,12 @@ def leaderboard(
                     when ct.known then '✓ clean'
                     else 'cutoff unknown' end as contamination"""
         contam_join = "left join contam ct using (agent_id)"
+    dup_cte, dup_col, dup_join = "", "", ""
+    if "marts.setting_duplicates" in tables:
+        dup_cte = f""",
+        dup as ({DUPLICATES_PER_AGENT})"""
+        dup_col = f",\n               {DUPLICATES_BADGE} as duplicates"
+        dup_join = "left join dup using (agent_id)"
     where, params = _where(filters, "lb")
     sql = f"""
         with cov as (
@@ -250,11 +280,11 @@ def leaderboard(
                    count(*) filter (where missing = 0) as complete_settings
             from marts.coverage
             group by agent_id
-        ){contam_cte}
+        ){contam_cte}{dup_cte}
         select lb.rank, lb.agent_id{agent_cols},
                case when cov.complete_settings = cov.settings then '✓ ' else '✗ ' end
                    || cov.complete_settings || '/' || cov.settings || ' settings' as coverage
-               {contam_col},
+               {contam_col}{dup_col},
                lb.score{unc_cols}, sr.success_rate, sr.successes, sr.attempts,
                rs.rel_iqr as run_rel_iqr, lb.n_cells
         from marts.leaderboard lb
@@ -262,6 +292,7 @@ def leaderboard(
         left join marts.run_stability rs using (agent_id)
         left join cov using (agent_id)
         {contam_join}
+        {dup_join}
         {unc_join}
         {agent_join}
         where lb.variant = ?{where}
@@ -322,6 +353,28 @@ def stopped_settings(path: Path, filters: Filters | None = None) -> pd.DataFrame
         from marts.coverage
         where {STOPPED}{where}
         order by agent_id, task_id, budget_seconds
+        """,
+        params,
+    )
+
+
+def duplicated_settings(path: Path, filters: Filters | None = None) -> pd.DataFrame:
+    """The settings whose attempts submitted the same answer twice (``marts.setting_duplicates``:
+    ``duplicated``), first those where it is among the counted attempts (``duplicated_counted``:
+    the setting's median is not over independent attempts); empty for snapshots without it."""
+    if "marts.setting_duplicates" not in _tables(path):
+        return pd.DataFrame()
+    where, params = _where(filters, columns=SETTING)
+    return _read(
+        path,
+        f"""
+        select agent_id, task_id, budget_seconds,
+               coalesce(duplicated_counted, false) as duplicated_counted,
+               n_counted, n_distinct_counted_submissions, n_fingerprinted,
+               n_distinct_submissions, n_shared_with_other_agents
+        from marts.setting_duplicates
+        where duplicated{where}
+        order by duplicated_counted desc, agent_id, task_id, budget_seconds
         """,
         params,
     )
@@ -627,3 +680,59 @@ def run_usage(record: dict) -> dict:
     return {
         k: record[k] for k in USAGE_FIELDS if record.get(k) is not None and record[k] == record[k]
     }
+
+
+TWIN_ROWS = 500  # twins of one attempt the run explorer draws (a deterministic agent has thousands)
+
+
+def submission_twins(path: Path, run_id: str, limit: int = TWIN_ROWS) -> pd.DataFrame | None:
+    """The other attempts of ``run_id``'s task that submitted the same answer (same canonical
+    fingerprint; ``marts.submission_twins``), oldest first, at most ``limit``; ``total`` is how
+    many there are and ``relation`` says whose they are: the same setting (a replay), the same
+    agent at another budget, or another agent. Empty when the attempt has none (or no
+    fingerprint); None when the snapshot predates the mart."""
+    if "marts.submission_twins" not in _tables(path):
+        return None
+    return _read(
+        path,
+        """
+        with me as (
+            select task_id, submission_normalized_sha256, agent_id, budget_seconds
+            from marts.submission_twins
+            where run_id = ?
+        )
+        select t.run_id, t.agent_id, t.budget_seconds, t.created_at, t.status, t.score,
+               t.is_counted, t.success_index,
+               case when t.agent_id = me.agent_id and t.budget_seconds = me.budget_seconds
+                        then 'same setting (replay)'
+                    when t.agent_id = me.agent_id then 'same agent, another budget'
+                    else 'another agent' end as relation,
+               count(*) over () as total
+        from marts.submission_twins t
+        inner join me
+            on t.task_id = me.task_id
+            and t.submission_normalized_sha256 = me.submission_normalized_sha256
+        where t.run_id <> ?
+        order by t.created_at, t.run_id
+        limit ?
+        """,
+        [run_id, run_id, int(limit)],
+    )
+
+
+def run_source_fields(record: dict) -> pd.DataFrame | None:
+    """An imported attempt's ``source_fields`` (the source's fields raw.runs has no column for) as
+    rows of field and value: strings as they are, anything else as compact JSON. A value that is
+    not a JSON object becomes one row named "(value)". None when the attempt has none."""
+    raw = record.get("source_fields")
+    if raw is None or (isinstance(raw, float) and raw != raw):  # NULL: None or NaN
+        return None
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        value = raw  # not JSON after all: shown as the text it is
+    items = value.items() if isinstance(value, dict) else [("(value)", value)]
+    return pd.DataFrame(
+        [(str(k), v if isinstance(v, str) else json.dumps(v, default=str)) for k, v in items],
+        columns=["field", "value"],
+    )

@@ -36,3 +36,4 @@ def warm_queries() -> None:
     _common.query("leaderboard", path, "best_budget", queries.Filters())
     _common.query("coverage", path, queries.Filters())
     _common.query("stopped_settings", path, queries.Filters())
+    _common.query("duplicated_settings", path, queries.Filters())

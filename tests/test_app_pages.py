@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from tests.test_app_queries import (  # noqa: F401  (app_snapshot: the session fixture)
     ALPHA_COST,
     LATE_DAY,
+    _run_id,
     app_snapshot,
 )
 
@@ -66,6 +68,74 @@ def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, m
     assert "p_rank_1" not in board.columns
     coverage = at.dataframe[1].value.set_index("agent_id")
     assert not bool(coverage.loc["gamma", "is_ranked"])
+
+
+def _frames(at: AppTest, *columns: str) -> list:
+    """The tables of the page that have these columns."""
+    return [d.value for d in at.dataframe if set(columns) <= set(d.value.columns)]
+
+
+def test_leaderboard_badges_replayed_submissions(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
+    board = at.dataframe[0].value.set_index("agent_id")
+    assert board.loc["alpha", "duplicates"] == "⚠ replayed in 1 setting(s)"
+    assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared with other agents"
+    text = _text(at)
+    assert "**duplicates**" in text and "not independent" in text  # the badge's meaning
+    assert "Duplicate submissions" in [h.value for h in at.subheader]
+    (duplicated,) = _frames(at, "duplicated_counted")
+    assert duplicated[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
+        ["alpha", "t3", 600]
+    ]
+
+
+def _open(at: AppTest, run_id: str) -> AppTest:
+    at.selectbox(key="run_id").set_value(run_id).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_run_explorer_shows_an_attempts_twins(app_snapshot: Path, monkeypatch):  # noqa: F811
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    _open(at, _run_id("alpha", "t3", 600, 1))
+    warning = " ".join(str(w.value) for w in at.warning)
+    assert "Twins: 1 other attempt(s) of this task submitted the same answer" in warning
+    assert "1 of them in the same setting: a replayed or cached answer" in warning
+    (twins,) = _frames(at, "relation")
+    assert twins["run_id"].tolist() == [_run_id("alpha", "t3", 600, 0)]
+    assert "total" not in twins.columns
+
+    _open(at, _run_id("beta", "t1", 60, 0))
+    (twins,) = _frames(at, "relation")
+    assert twins[["agent_id", "relation"]].values.tolist() == [["gamma", "another agent"]]
+    assert "same setting" not in " ".join(str(w.value) for w in at.warning)
+
+    _open(at, _run_id("alpha", "t1", 60, 0))
+    assert not _frames(at, "relation")
+    assert "Twins: none." in _text(at)
+    _open(at, _run_id("beta", "t1", 60, 7))  # a timeout: no submission, no fingerprint
+    assert "this attempt has no submission fingerprint" in _text(at)
+
+
+def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, monkeypatch):  # noqa: F811
+    from app import queries
+
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    assert not _frames(at, "field", "value")  # a tmlbench run has none
+    real_record = queries.run_record
+    fields = {"mode": "agent", "temperature": 0.2, "secondary_r2": 0.41, "long": "x" * 5000}
+    monkeypatch.setattr(
+        queries,
+        "run_record",
+        lambda path, run_id: real_record(path, run_id) | {"source_fields": json.dumps(fields)},
+    )
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    (table,) = _frames(at, "field", "value")
+    shown = dict(table.values.tolist())
+    assert shown["mode"] == "agent" and shown["temperature"] == "0.2"
+    assert shown["secondary_r2"] == "0.41"
+    assert shown["long"].startswith("x" * 2000) and "3,000 more characters" in shown["long"]
+    assert "source_fields" in _text(at)
 
 
 def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypatch):  # noqa: F811
@@ -278,6 +348,7 @@ def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):
             "validation_message": f"the header is {HOSTILE!r}",
             "error_message": HOSTILE,
             "egress_denied_hosts": {f"{HOSTILE}:443": 2},
+            "source_fields": json.dumps({HOSTILE: HOSTILE}),
         }
 
     monkeypatch.setattr(queries, "run_record", hostile_record)
@@ -295,6 +366,8 @@ def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):
     assert any("wrong_columns" in str(e.value) for e in at.error)
     usage = " ".join(str(c.value) for c in at.caption)
     assert "egress denied hosts" in usage and "127.0.0.1:9" in usage  # shown, but as code
+    (fields,) = _frames(at, "field", "value")  # an import's fields: table cells, not Markdown
+    assert fields.values.tolist() == [[HOSTILE, HOSTILE]]
 
     # the checker itself: the old rendering (Markdown straight from the record) is caught
     from streamlit.testing.v1 import AppTest as Fresh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from pathlib import Path
 
@@ -27,6 +28,26 @@ CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": 
 ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
 LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
 SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling
+# Submission fingerprints: every success's answer is its own, except alpha's t3 at 600 s, whose
+# first two counted attempts submitted one answer (a replay), and one answer beta and gamma share.
+REPLAY, SHARED = "f" * 64, "e" * 64
+SAME_ANSWER = {
+    ("alpha", "t3", 600, 0): REPLAY,
+    ("alpha", "t3", 600, 1): REPLAY,
+    ("beta", "t1", 60, 0): SHARED,
+    ("gamma", "t1", 60, 0): SHARED,
+}
+
+
+def _fingerprint(record):
+    """A success's canonical fingerprint: its own, or the answer it repeats (SAME_ANSWER)."""
+    if record.status != "success":
+        return record
+    key = (record.agent_id, record.task_id, record.budget_seconds, record.attempt_index)
+    normalized = SAME_ANSWER.get(key, hashlib.sha256(record.run_id.encode()).hexdigest())
+    return record.model_copy(
+        update={"submission_normalized_sha256": normalized, "submission_sha256": normalized}
+    )
 
 
 def _records():
@@ -66,7 +87,7 @@ def _records():
         records.append(
             make_record("gamma", "t2", 600, minute, status="harness_error", suite_id="other")
         )
-    return records
+    return [_fingerprint(r) for r in records]
 
 
 def build_snapshot(root: Path) -> Path:
@@ -354,3 +375,90 @@ def test_snapshots_without_the_ceiling_still_serve_the_pages(app_snapshot: Path,
     cov = queries.coverage(old).set_index("agent_id")
     assert "harness_errors" not in cov and cov.loc["gamma", "badge"].endswith("incomplete")
     assert "harness_errors" not in queries.setting_scores(old)
+
+
+def _run_id(agent: str, task: str, budget: int, minute: int) -> str:
+    return make_record(agent, task, budget, minute).run_id
+
+
+def test_leaderboard_badges_replayed_and_shared_submissions(app_snapshot: Path, tmp_path: Path):
+    import duckdb
+
+    board = queries.leaderboard(app_snapshot).set_index("agent_id")
+    assert board.loc["alpha", "duplicates"] == "⚠ replayed in 1 setting(s)"
+    assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared with other agents"
+    assert "duplicates" in queries.leaderboard(app_snapshot, "all_cells").columns
+
+    # the other badges: no duplicate at all, and counted attempts without a fingerprint
+    other = tmp_path / "other.duckdb"
+    other.write_bytes(app_snapshot.read_bytes())
+    with duckdb.connect(str(other)) as con:
+        con.execute(
+            "update marts.setting_duplicates "
+            "set duplicated_counted = false, n_shared_with_other_agents = 0"
+        )
+        con.execute(
+            "update marts.setting_duplicates set n_counted_fingerprinted = n_counted - 1 "
+            "where agent_id = 'beta' and task_id = 't2' and budget_seconds = 60"
+        )
+    board = queries.leaderboard(other).set_index("agent_id")
+    assert board.loc["alpha", "duplicates"] == "✓ distinct"
+    assert board.loc["beta", "duplicates"] == "fingerprints unknown"
+    with duckdb.connect(str(other)) as con:  # a snapshot from before the mart: no badge
+        con.execute("drop table marts.setting_duplicates")
+    assert "duplicates" not in queries.leaderboard(other).columns
+    assert queries.duplicated_settings(other).empty
+
+
+def test_duplicated_settings_lists_the_replayed_setting(app_snapshot: Path):
+    settings = queries.duplicated_settings(app_snapshot)
+    assert settings[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
+        ["alpha", "t3", 600]
+    ]
+    row = settings.iloc[0]
+    assert bool(row["duplicated_counted"])
+    assert (row["n_counted"], row["n_distinct_counted_submissions"]) == (5, 4)
+    assert queries.duplicated_settings(app_snapshot, queries.Filters(agents=("beta",))).empty
+
+
+def test_submission_twins_of_an_attempt(app_snapshot: Path, tmp_path: Path):
+    import duckdb
+
+    twins = queries.submission_twins(app_snapshot, _run_id("alpha", "t3", 600, 1))
+    assert twins["run_id"].tolist() == [_run_id("alpha", "t3", 600, 0)]
+    assert twins["relation"].tolist() == ["same setting (replay)"]
+    assert twins["total"].tolist() == [1] and bool(twins["is_counted"].iloc[0])
+    twins = queries.submission_twins(app_snapshot, _run_id("beta", "t1", 60, 0))
+    assert twins[["run_id", "agent_id", "relation"]].values.tolist() == [
+        [_run_id("gamma", "t1", 60, 0), "gamma", "another agent"]
+    ]
+    assert twins["score"].iloc[0] == pytest.approx(0.9)
+    assert queries.submission_twins(app_snapshot, _run_id("alpha", "t1", 60, 0)).empty  # distinct
+    assert queries.submission_twins(app_snapshot, _run_id("beta", "t1", 60, 7)).empty  # a timeout
+    capped = queries.submission_twins(app_snapshot, _run_id("alpha", "t3", 600, 0), limit=0)
+    assert capped.empty
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(app_snapshot.read_bytes())
+    with duckdb.connect(str(old)) as con:
+        con.execute("drop table marts.submission_twins")
+    assert queries.submission_twins(old, _run_id("alpha", "t3", 600, 1)) is None
+
+
+def test_run_source_fields_as_rows():
+    fields = {"mode": "agent", "temperature": 0.2, "secondary_r2": None, "tags": ["a", 1]}
+    frame = queries.run_source_fields({"source_fields": json.dumps(fields)})
+    assert frame.values.tolist() == [
+        ["mode", "agent"],
+        ["temperature", "0.2"],
+        ["secondary_r2", "null"],
+        ["tags", '["a", 1]'],
+    ]
+    assert queries.run_source_fields({"source_fields": None}) is None
+    assert queries.run_source_fields({"source_fields": float("nan")}) is None
+    assert queries.run_source_fields({}) is None
+    assert queries.run_source_fields({"source_fields": "[1, 2]"}).values.tolist() == [
+        ["(value)", "[1, 2]"]
+    ]
+    assert queries.run_source_fields({"source_fields": "not json"}).values.tolist() == [
+        ["(value)", "not json"]
+    ]

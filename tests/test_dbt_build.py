@@ -49,6 +49,18 @@ PUBLIC_MARTS = {
     ],
     "leaderboard_uncertainty": ["agent_id", "score_low", "score_high", "p_rank_1"],
     "leaderboard_rank_probabilities": ["agent_id", "rank", "probability"],
+    "duplicate_submissions": [
+        "task_id", "submission_normalized_sha256", "n_attempts", "n_agents", "within_setting",
+        "within_setting_counted", "across_agents", "agent_ids", "run_ids",
+    ],
+    "setting_duplicates": [
+        "agent_id", "task_id", "budget_seconds", "duplicated", "duplicated_counted",
+        "n_shared_with_other_agents",
+    ],
+    "submission_twins": [
+        "run_id", "task_id", "submission_normalized_sha256", "agent_id", "budget_seconds",
+        "n_twins", "n_same_setting_twins", "n_other_agent_twins",
+    ],
 }  # fmt: skip
 
 

@@ -39,7 +39,13 @@ else:
     st.caption(
         "Badges: **coverage** = settings with enough successes / settings of the benchmark; "
         "**contamination** = the model's knowledge cutoff is on or after a task's start date "
-        "(the agent may have seen the competition), *cutoff unknown* when a date is missing."
+        "(the agent may have seen the competition), *cutoff unknown* when a date is missing; "
+        "**duplicates** = ⚠ settings where two of the counted attempts (the ones the setting's "
+        "median is taken over) submitted the same answer, i.e. a cached or replayed answer, so "
+        "those attempts are not independent; ⧉ attempts whose answer another agent also "
+        "submitted for the task; *fingerprints unknown* when some counted attempt has no "
+        "submission fingerprint (records before schema 5). Same answer = same content in one "
+        "canonical form, however the file was written."
     )
     st.dataframe(
         board,
@@ -73,7 +79,8 @@ else:
                 "y": y,
                 "tooltip": [
                     {"field": c, "type": "nominal" if c != "score" else "quantitative"}
-                    for c in ("agent_id", "score", "coverage", "contamination")
+                    for c in ("agent_id", "score", "coverage", "contamination", "duplicates")
+                    if c in board.columns
                 ],
             },
         }
@@ -109,4 +116,15 @@ if not stopped.empty:
     )
     st.dataframe(stopped, hide_index=True, width="stretch")
     download(stopped, "stopped_settings")
+duplicated = query("duplicated_settings", path, filters)
+if not duplicated.empty:
+    replayed = int(duplicated["duplicated_counted"].sum())
+    st.subheader("Duplicate submissions")
+    st.caption(
+        f"{len(duplicated)} setting(s) with the same answer submitted twice or more, "
+        f"{replayed} of them among the counted attempts (⚠ on the leaderboard: the setting's "
+        "median is not over independent attempts). The Run explorer lists an attempt's twins."
+    )
+    st.dataframe(duplicated, hide_index=True, width="stretch")
+    download(duplicated, "duplicated_settings")
 footer(path)

@@ -13,6 +13,7 @@ import streamlit as st
 
 from app import queries
 from app.app_pages._common import (
+    clip,
     current_filters,
     filters_note,
     footer,
@@ -177,6 +178,48 @@ def _usage_value(value: object) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
+def show_twins(record: dict) -> None:
+    """The other attempts of the task that submitted the same answer (same canonical
+    fingerprint): a replay when of the same setting. Ids are shown in a table, never as Markdown."""
+    if record.get("submission_normalized_sha256") is None:
+        st.caption(
+            "Twins: this attempt has no submission fingerprint (only successful attempts of "
+            "records from schema 5 on, and imported runs whose source recorded one, have it)."
+        )
+        return
+    if record.get("budget_seconds") is None or record["budget_seconds"] != record["budget_seconds"]:
+        st.caption("Twins: this imported attempt has no budget, so it belongs to no setting and "
+                   "is not compared with others.")  # fmt: skip
+        return
+    twins = query("submission_twins", path, record["run_id"])
+    if twins is None:
+        st.caption("Twins: this snapshot predates duplicate detection (`marts.submission_twins`).")
+        return
+    if twins.empty:
+        st.caption("Twins: none. No other attempt of this task submitted the same answer.")
+        return
+    total = int(twins["total"].iloc[0])
+    replays = int((twins["relation"] == "same setting (replay)").sum())
+    more = f" (the first {len(twins):,} shown)" if total > len(twins) else ""
+    st.warning(
+        f"Twins: {total:,} other attempt(s) of this task submitted the same answer{more}"
+        + (f", {replays:,} of them in the same setting: a replayed or cached answer." if replays
+           else ".")
+    )  # fmt: skip
+    st.dataframe(twins.drop(columns=["total"]), hide_index=True, width="stretch")
+
+
+def show_source_fields(record: dict) -> None:
+    """An imported attempt's extra fields from its source, as a field/value table (the values
+    are the source's data: shown as table cells, clipped, never as Markdown)."""
+    fields = queries.run_source_fields(record)
+    if fields is None:
+        return
+    st.caption("Fields of the imported source that have no column here (`source_fields`):")
+    fields["value"] = fields["value"].map(lambda v: clip(v, 2000))
+    st.dataframe(fields, hide_index=True, width="stretch")
+
+
 NOT_HERE = "Not available on this machine (no such file next to the loaded record)."
 st.title("Run explorer")
 path = snapshot_or_stop()
@@ -218,6 +261,8 @@ if record.get("error_message"):
 usage = queries.run_usage(record)
 if usage:
     st.caption(" · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items()))
+show_twins(record)
+show_source_fields(record)
 tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
 tabs[0].json({k: _json_value(v) for k, v in record.items()}, expanded=False)
 with tabs[5]:

@@ -1,5 +1,7 @@
 -- The counted attempts: the first N successes of each setting (agent, task, budget),
--- ordered by created_at and then run_id. Later successes and failures never count.
+-- ordered by created_at and then run_id. Later successes and failures never count. The
+-- submission's canonical fingerprint rides along: two counted attempts with the same one are a
+-- replayed answer (marts.setting_duplicates).
 with
 
 successes as (
@@ -12,6 +14,7 @@ successes as (
         created_at,
         score,
         score_hib,
+        submission_normalized_sha256,
         row_number() over (
             partition by agent_id, task_id, budget_seconds
             order by created_at, run_id
