@@ -179,7 +179,8 @@ def filter_options(path: Path) -> dict:
                    as suites,
                list(distinct agent_id order by agent_id) as agents,
                list(distinct task_id order by task_id) as tasks,
-               list(distinct budget_seconds order by budget_seconds) as budgets,
+               list(distinct budget_seconds order by budget_seconds)
+                   filter (where budget_seconds is not null) as budgets,
                min(timezone('UTC', created_at))::date as first_day,
                max(timezone('UTC', created_at))::date as last_day
         from raw.runs

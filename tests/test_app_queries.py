@@ -462,3 +462,21 @@ def test_run_source_fields_as_rows():
     assert queries.run_source_fields({"source_fields": "not json"}).values.tolist() == [
         ["(value)", "not json"]
     ]
+
+
+def test_imported_run_without_a_budget_offers_no_budget_filter(app_snapshot: Path, tmp_path: Path):
+    """The original TML-bench's first databases recorded no budget: no "None" budget option."""
+    import duckdb
+
+    copy = tmp_path / "imported.duckdb"
+    copy.write_bytes(app_snapshot.read_bytes())
+    with duckdb.connect(str(copy)) as con:
+        con.execute(
+            "insert into raw.runs (run_id, schema_version, created_at, agent_id, agent_kind, "
+            "harness, task_id, attempt_index, sandbox_backend, sandbox_isolated, sandbox_unsafe, "
+            "status, source, record_sha256, loaded_at) values ('old_1', 5, now(), 'unknown', "
+            "'command', 'kilo', 't1', 0, 'tml-bench', false, false, 'timeout', 'tml-bench', "
+            "'x', now())"
+        )
+    options = queries.filter_options(copy)
+    assert options["budgets"] == list(BUDGETS) and "unknown" in options["agents"]
