@@ -134,6 +134,8 @@ bench: install
 	$(RUN) python benchmarks/workspace_fs.py
 	$(RUN) python benchmarks/frame_flood.py
 	$(RUN) python benchmarks/seccomp_overhead.py
+	$(RUN) python benchmarks/fingerprint.py
+	$(RUN) python benchmarks/duplicate_submissions.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache

@@ -23,7 +23,13 @@ from runner.clis import InstalledCli
 from runner.config import REPO_ROOT
 from runner.drivers import make_driver, preflight, sandbox_fields
 from runner.errors import TmlbenchError
-from runner.grading import InvalidSubmission, grade_submission, load_answers
+from runner.grading import (
+    InvalidSubmission,
+    default_max_bytes,
+    grade_submission,
+    hash_submission_file,
+    load_answers,
+)
 from runner.instructions import instructions_sha256, render_instructions
 from runner.prepare import PUBLIC_FILES, PreparedTask, verify_public
 from runner.records import (
@@ -280,7 +286,11 @@ def _execute(
             binds=driver.binds,
         )
         result = ctx.sandbox.run(request)
-    outcome = driver.status() or _judge(plan, ctx, workspace, result)
+    status = driver.status()
+    if status:  # an override (provider_error...): the file the agent left is still recorded
+        outcome = {**_ungraded(plan, ctx, workspace), **status}
+    else:
+        outcome = _judge(plan, ctx, workspace, result)
     outcome.update(
         driver.record_fields(),
         instructions_sha256=instructions_sha256(instructions),
@@ -303,20 +313,24 @@ def _execute(
 
 
 def _judge(plan: AttemptPlan, ctx: AttemptContext, workspace: Path, result: SandboxResult) -> dict:
-    """Exactly one status per attempt, decided from what the sandbox and the grader saw."""
+    """Exactly one status per attempt, decided from what the sandbox and the grader saw.
+
+    Every outcome with a submission file carries its fingerprints (``runner.fingerprint``):
+    the grader's own for a graded file, ``_ungraded``'s otherwise.
+    """
     submission = workspace / plan.task.submission.file
     present = submission.exists() or submission.is_symlink()
     relpath = f"{WORKSPACE_DIR}/{plan.task.submission.file}" if present else None
     if result.timed_out:
         return {
             "status": "timeout",
-            "submission_path": relpath,
+            **_ungraded(plan, ctx, workspace),
             "error_message": f"budget of {plan.budget_seconds} s ran out",
         }
     if result.limit_exceeded:
         return {
             "status": "runtime_error",
-            "submission_path": relpath,
+            **_ungraded(plan, ctx, workspace),
             "error_message": f"the attempt broke its {result.limit_exceeded} cap",
         }
     if not present:
@@ -338,6 +352,7 @@ def _judge(plan: AttemptPlan, ctx: AttemptContext, workspace: Path, result: Sand
         return {
             "status": "invalid_submission",
             "submission_path": relpath,
+            "submission_sha256": exc.submission_sha256,
             "validation_code": exc.code,
             "validation_message": exc.message,
         }
@@ -346,7 +361,39 @@ def _judge(plan: AttemptPlan, ctx: AttemptContext, workspace: Path, result: Sand
         "score": graded.score,
         "score_hib": graded.score_hib,
         "submission_path": relpath,
+        "submission_sha256": graded.submission_sha256,
+        "submission_normalized_sha256": graded.normalized_sha256,
     }
+
+
+def _ungraded(plan: AttemptPlan, ctx: AttemptContext, workspace: Path) -> dict:
+    """Where the submission is and the hash of its bytes, for an attempt that is not graded.
+
+    Hashed through the grader's guarded open under the grader's size cap, so what a graded
+    attempt would refuse to read (a symlink, a FIFO, an oversized file) gets no hash here
+    either. No canonical form: only a scored submission has one.
+    """
+    name = plan.task.submission.file
+    submission = workspace / name
+    if not (submission.exists() or submission.is_symlink()):
+        return {}
+    return {
+        "submission_path": f"{WORKSPACE_DIR}/{name}",
+        "submission_sha256": hash_submission_file(submission, max_bytes=_size_cap(ctx, plan.task)),
+    }
+
+
+def _size_cap(ctx: AttemptContext, task: TaskSpec) -> int:
+    """The grader's size cap for this task, which grows with its number of test rows.
+
+    The rows come from the public manifest (counted when the task was prepared, so no need
+    to read the answers for an attempt that is not graded), else from the answers.
+    """
+    try:
+        rows = int(ctx.prepared.manifest()["files"]["test.csv"]["rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        rows = len(load_answers(ctx.prepared.answers_path, task))
+    return default_max_bytes(rows)
 
 
 def _make_workspace(plan: AttemptPlan, prepared: PreparedTask, workspace: Path) -> str:

@@ -36,6 +36,11 @@ numbers such as ``12.0``, ``+12`` or ``012``.
 
 The file is parsed with pyarrow's CSV reader with every column read as text, so nothing is
 silently coerced; predictions are then converted with a strict text-to-float cast.
+
+Fingerprints (see ``runner.fingerprint``): the sha256 of the bytes the grader read rides on
+:class:`GradeResult` and on every :class:`InvalidSubmission` raised after the read, and a
+scored submission also gets the sha256 of its canonical form. :func:`hash_submission_file`
+hashes a file that is not graded through the same guarded open.
 """
 
 from __future__ import annotations
@@ -43,10 +48,12 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import stat
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +64,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from runner.errors import HarnessError
+from runner.fingerprint import normalized_sha256
 from runner.metrics import Metric, check_task_metric
 from runner.specs import TaskSpec
 
@@ -100,15 +108,21 @@ _NEWLINE = re.compile(rb"[\r\n]")
 # Tokens people (and pandas' to_csv) write for "no value": treated as missing predictions.
 _NA_TOKENS = ("", "NA", "N/A", "n/a", "<NA>", "#N/A", "null", "NULL", "None", "none")
 _EXACT_INT_LIMIT = 2**53
+_HASH_BLOCK = 1 << 20  # bytes per read when a file is only hashed, not graded
 
 
 class InvalidSubmission(Exception):
-    """The submission cannot be graded; ``code`` is a stable reason, ``message`` explains it."""
+    """The submission cannot be graded; ``code`` is a stable reason, ``message`` explains it.
 
-    def __init__(self, code: str, message: str) -> None:
+    ``submission_sha256`` is the sha256 of the bytes the grader read, when it got as far as
+    reading them (None for a missing, non-regular or too large file).
+    """
+
+    def __init__(self, code: str, message: str, *, submission_sha256: str | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.submission_sha256 = submission_sha256
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message}
@@ -116,12 +130,18 @@ class InvalidSubmission(Exception):
 
 @dataclass(frozen=True)
 class GradeResult:
-    """Score of a valid submission: raw metric value and its higher-is-better form."""
+    """Score of a valid submission: raw metric value and its higher-is-better form.
+
+    ``submission_sha256``: sha256 of the file's bytes as read; ``normalized_sha256``: sha256
+    of its content in the canonical form of ``runner.fingerprint``.
+    """
 
     score: float
     score_hib: float
     n_rows: int
     metric: str
+    submission_sha256: str | None = None
+    normalized_sha256: str | None = None
 
 
 def default_max_bytes(n_rows: int) -> int:
@@ -242,7 +262,7 @@ def validate_submission(
     """
     metric = check_task_metric(task)
     ans = _prepare_answers(answers, task)
-    preds = _validate_guarded(Path(path), task, metric, ans, max_bytes)
+    preds, _ = _validate_guarded(Path(path), task, metric, ans, max_bytes)
     return pd.Series(preds, index=answers.index, name=task.target_column)
 
 
@@ -253,16 +273,65 @@ def grade_submission(
     *,
     max_bytes: int | None = None,
 ) -> GradeResult:
-    """Validate the submission, then score it with the task's metric against the answers."""
+    """Validate the submission, then score it with the task's metric against the answers.
+
+    The result carries the submission's fingerprints (``runner.fingerprint``); an
+    :class:`InvalidSubmission` carries the byte hash when the file was read.
+    """
     metric = check_task_metric(task)
     ans = _prepare_answers(answers, task)
-    preds = _validate_guarded(Path(path), task, metric, ans, max_bytes)
-    target, n_rows = ans.target, ans.n
+    preds, sha = _validate_guarded(Path(path), task, metric, ans, max_bytes)
+    target, n_rows, ids = ans.target, ans.n, ans.ids
+    int_ids = None if ans.int_index is None else ans.int_index.to_numpy()
     del ans  # drop the id lookup table before the metric allocates its own temporaries
-    score = _score(task, metric, target, preds, answers)
+    try:
+        score = _score(task, metric, target, preds, answers)
+    except InvalidSubmission as exc:
+        exc.submission_sha256 = sha
+        raise
+    # Only now: a refused score needs no canonical form (see runner.fingerprint).
+    normalized = normalized_sha256(task.id_column, task.target_column, ids, int_ids, preds)
     return GradeResult(
-        score=score, score_hib=metric.higher_is_better(score), n_rows=n_rows, metric=metric.name
+        score=score,
+        score_hib=metric.higher_is_better(score),
+        n_rows=n_rows,
+        metric=metric.name,
+        submission_sha256=sha,
+        normalized_sha256=normalized,
     )
+
+
+def hash_submission_file(path: str | os.PathLike[str], *, max_bytes: int) -> str | None:
+    """sha256 (hex) of a submission's bytes, read through the grader's guarded open.
+
+    For attempts that are not graded (timeout, a broken cap, a provider error): the same
+    checks as grading, so a symlink is never followed, a FIFO or device never opened, and
+    no more than ``max_bytes`` + 1 bytes are read. None when there is no regular file of at
+    most ``max_bytes`` bytes to hash (or reading it fails).
+    """
+    path = Path(path)
+
+    def refuse(code: str, message: str) -> InvalidSubmission:
+        return InvalidSubmission(code, message)
+
+    def too_large(size: int) -> InvalidSubmission:
+        return InvalidSubmission("too_large", f"{size:,} bytes, more than {max_bytes:,}")
+
+    try:
+        fd = _open_submission(path, max_bytes, refuse, too_large)
+    except (InvalidSubmission, OSError):  # OSError: its fstat failed
+        return None
+    digest = hashlib.sha256()
+    total = 0
+    try:
+        for chunk in _read_capped(fd, max_bytes, _HASH_BLOCK):
+            digest.update(chunk)
+            total += len(chunk)
+    except OSError:  # e.g. EIO: no bytes we can vouch for
+        return None
+    finally:
+        os.close(fd)
+    return digest.hexdigest() if total <= max_bytes else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,10 +415,11 @@ def _check_reference(task: TaskSpec, metric: Metric, target: np.ndarray) -> None
 
 def _validate_guarded(
     path: Path, task: TaskSpec, metric: Metric, ans: _Answers, max_bytes: int | None
-) -> np.ndarray:
+) -> tuple[np.ndarray, str | None]:
+    """Predictions aligned to the answers, and the sha256 of the bytes they were read from."""
     validator = _Validator(path, task, metric, ans, max_bytes)
     try:
-        return validator.run()
+        return validator.run(), validator.sha256
     except InvalidSubmission:
         raise
     except MemoryError:
@@ -398,6 +468,7 @@ class _Validator:
         self.metric = metric
         self.ans = ans
         self.max_bytes = default_max_bytes(ans.n) if max_bytes is None else int(max_bytes)
+        self.sha256: str | None = None  # of the bytes read, once they are
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -413,7 +484,7 @@ class _Validator:
             f"{self.ans.n:,} data rows, one per test id (each id once, any order), with "
             f"{value} in '{self.task.target_column}'."
         )
-        return InvalidSubmission(code, f"{problem} {expected}")
+        return InvalidSubmission(code, f"{problem} {expected}", submission_sha256=self.sha256)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -437,64 +508,17 @@ class _Validator:
         return aligned
 
     def read_bytes(self) -> bytes:
-        path = self.path
+        fd = _open_submission(self.path, self.max_bytes, self.fail, self.too_large)
         try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            raise self.fail("missing_file", f"No submission file was found at {path}.") from None
-        except OSError as exc:
-            raise self.fail(
-                "unreadable_csv", f"The submission at {path} cannot be inspected: {exc.strerror}."
-            ) from None
-        mode = st.st_mode
-        if stat.S_ISLNK(mode):
-            raise self.fail(
-                "not_regular_file",
-                f"The submission {path.name} is a symbolic link; only a regular file is accepted "
-                "(write the CSV itself, not a link to it).",
-            )
-        if not stat.S_ISREG(mode):
-            raise self.fail(
-                "not_regular_file",
-                f"The submission {path.name} is a {_file_kind(mode)}, not a regular file.",
-            )
-        if st.st_size > self.max_bytes:
-            raise self.too_large(st.st_size)
-
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        flags |= (
-            getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-        )
-        try:
-            fd = os.open(path, flags)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.EMLINK):
-                raise self.fail(
-                    "not_regular_file",
-                    f"The submission {path.name} became a symbolic link while being read.",
-                ) from None
-            raise self.fail(
-                "unreadable_csv", f"The submission {path.name} cannot be opened: {exc.strerror}."
-            ) from None
-        try:
-            fst = os.fstat(fd)
-            if not stat.S_ISREG(fst.st_mode) or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
-                raise self.fail(
-                    "not_regular_file", f"The submission {path.name} was replaced while being read."
-                )
-            chunks: list[bytes] = []
-            total = 0
-            while total <= self.max_bytes:
-                chunk = os.read(fd, self.max_bytes + 1 - total)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
+            chunks = list(_read_capped(fd, self.max_bytes))
         finally:
             os.close(fd)
-        if total > self.max_bytes:
-            raise self.too_large(total)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if len(data) > self.max_bytes:
+            raise self.too_large(len(data))
+        # The hash of exactly these bytes: what is validated is what is fingerprinted.
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        return data
 
     def too_large(self, size: int) -> InvalidSubmission:
         return self.fail(
@@ -768,6 +792,81 @@ class _Validator:
 
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def _open_submission(
+    path: Path,
+    max_bytes: int,
+    fail: Callable[[str, str], InvalidSubmission],
+    too_large: Callable[[int], InvalidSubmission],
+) -> int:
+    """Open the submission for reading, or raise ``fail(code, message)``/``too_large(size)``.
+
+    Returns the open file descriptor; the caller closes it.
+
+    Only a regular file of at most ``max_bytes`` bytes (by its size) is opened: a symlink is
+    refused by ``lstat`` and again by ``O_NOFOLLOW`` (it may be swapped in between), a FIFO
+    or device is never opened (and ``O_NONBLOCK`` would not let one block), and the opened
+    file must be the one inspected.
+    """
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise fail("missing_file", f"No submission file was found at {path}.") from None
+    except OSError as exc:
+        raise fail(
+            "unreadable_csv", f"The submission at {path} cannot be inspected: {exc.strerror}."
+        ) from None
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        raise fail(
+            "not_regular_file",
+            f"The submission {path.name} is a symbolic link; only a regular file is accepted "
+            "(write the CSV itself, not a link to it).",
+        )
+    if not stat.S_ISREG(mode):
+        raise fail(
+            "not_regular_file",
+            f"The submission {path.name} is a {_file_kind(mode)}, not a regular file.",
+        )
+    if st.st_size > max_bytes:
+        raise too_large(st.st_size)  # refused without reading a byte
+
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise fail(
+                "not_regular_file",
+                f"The submission {path.name} became a symbolic link while being read.",
+            ) from None
+        raise fail(
+            "unreadable_csv", f"The submission {path.name} cannot be opened: {exc.strerror}."
+        ) from None
+    try:
+        fst = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(fst.st_mode) or (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise fail("not_regular_file", f"The submission {path.name} was replaced while being read.")
+    return fd
+
+
+def _read_capped(fd: int, max_bytes: int, block: int | None = None) -> Iterator[bytes]:
+    """The file's bytes in chunks (of ``block`` bytes, else as few as the kernel gives), up to
+    its end or until more than ``max_bytes`` were read: the file may grow after its ``fstat``."""
+    total = 0
+    while total <= max_bytes:
+        want = max_bytes + 1 - total
+        chunk = os.read(fd, want if block is None else min(block, want))
+        if not chunk:
+            return
+        total += len(chunk)
+        yield chunk
 
 
 def _file_kind(mode: int) -> str:

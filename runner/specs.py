@@ -32,8 +32,20 @@ class MetricSpec(Frozen):
 
 
 class SubmissionSpec(Frozen):
+    # One name in the workspace's top folder: the grader refuses a symlinked file, but a
+    # folder in a longer path would be the agent's and could be a symlink out of it.
     file: str = "submission.csv"
     columns: tuple[str, ...]
+
+    @field_validator("file")
+    @classmethod
+    def _one_name(cls, value: str) -> str:
+        if not value or "/" in value or "\x00" in value or value in (".", ".."):
+            raise ValueError(
+                f"must be one file name in the workspace's top folder (e.g. submission.csv), "
+                f"not {value!r}"
+            )
+        return value
 
 
 class SplitSpec(Frozen):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 from pathlib import Path
 
@@ -571,7 +572,14 @@ def test_every_reason_code_is_a_stable_string():
 def test_perfect_auc(tmp_path):
     path = write(tmp_path, csv_text(IDS, perfect("binary")))
     result = grade_submission(path, BINARY, answers_df("binary"))
-    assert result == GradeResult(score=1.0, score_hib=1.0, n_rows=N, metric="auc")
+    assert result == GradeResult(
+        score=1.0,
+        score_hib=1.0,
+        n_rows=N,
+        metric="auc",
+        submission_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        normalized_sha256=result.normalized_sha256,  # its form: tests/test_fingerprint.py
+    )
 
 
 def test_perfect_rmse(tmp_path):

@@ -95,9 +95,22 @@ def broken_task_field_missing(world):
     return path, "target_column"
 
 
+def broken_task_submission_path(world):
+    path = world["tasks"] / BANK / "task.yaml"
+    edit_yaml(path, lambda d: d["submission"].update(file="out/submission.csv"))
+    return path, "submission.file"
+
+
 @pytest.mark.parametrize(
     "breaker",
-    [broken_suite, broken_suite_syntax, broken_agent, broken_task, broken_task_field_missing],
+    [
+        broken_suite,
+        broken_suite_syntax,
+        broken_agent,
+        broken_task,
+        broken_task_field_missing,
+        broken_task_submission_path,
+    ],
 )
 def test_a_broken_spec_is_one_clear_error_before_anything_runs(world, breaker):
     path, field = breaker(world)
