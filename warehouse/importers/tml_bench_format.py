@@ -214,10 +214,12 @@ def _table_rows(
     known_set = set(known)
     for rowid, *values in cur:
         row = dict(zip(columns, values, strict=True))
-        label = row.get("run_id") if table == "runs" else None
-        where = f"{path}#{table}.run_id={label}" if label else f"{path}#{table} row {rowid}"
         if table == "baselines":
             where = f"{path}#baselines.{row.get('competition_id')}/{row.get('baseline_type')}"
+        elif row.get("run_id"):
+            where = f"{path}#runs.run_id={row['run_id']}"
+        else:
+            where = f"{path}#runs row {rowid}"
         yield Row(
             where=where,
             values={c: row.get(c) for c in known},
