@@ -1,10 +1,13 @@
 """Fills the disk: the sandbox's /tmp and /dev/shm until full, then the workspace with
 64 MiB files written as fast as possible, forever, ignoring SIGTERM.
 
-argv: workspace, --marker. Reports after every file.
+argv: workspace, --marker. Reports after every file that changed the report: once the
+workspace is full the retries fail at once, and reporting each would flood stdout past the
+log cap (cutting the last report in half).
 """
 
 import argparse
+import copy
 import itertools
 import os
 import signal
@@ -31,6 +34,7 @@ for where in ("/tmp", "/dev/shm"):
     for name in os.listdir(where):  # room for the next trick
         os.unlink(os.path.join(where, name))
 
+last: dict = {}
 for i in itertools.count():
     try:
         with open(f"fill-{i}.bin", "wb", buffering=0) as f:
@@ -39,4 +43,6 @@ for i in itertools.count():
                 report["workspace_mib"] += 8
     except OSError as exc:
         report["errors"]["workspace"] = f"{type(exc).__name__}:{exc.errno}"
-    emit(report)
+    if report != last:
+        emit(report)
+        last = copy.deepcopy(report)
