@@ -19,12 +19,12 @@ from pathlib import Path
 from machine import describe_machine  # benchmarks/machine.py
 
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-from runner.bench import CpuPool, host_cpus
 from runner.config import Paths
 from runner.metrics import get_metric
 from runner.prepare import prepare_twin
 from runner.registry import agent_code_dir, list_tasks, load_agent, task_spec_sha256
 from runner.sandbox import get_sandbox
+from runner.scheduling import CpuPool, host_cpus
 
 AGENTS = ("baseline-linear", "baseline-gbm")
 

@@ -51,7 +51,8 @@ WARM_LOADS = 5
 EXPLORER_LOADS = 3
 TIMEOUT_MS = 120_000
 TABLE_DRAWN = """() => {
-    const tables = [...document.querySelectorAll('[data-testid="stDataFrame"]')];
+    const tables = [...document.querySelectorAll('[data-testid="stDataFrame"]')]
+        .filter(t => !t.closest('details:not([open])'));  // a closed expander's: not drawn
     return tables.length > 0 && tables.every(t => t.querySelector('canvas'));
 }"""
 

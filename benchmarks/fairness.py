@@ -80,6 +80,69 @@ def workload_seconds(stdout: Path) -> float:
     raise RuntimeError(f"no workload time in {stdout}: {stdout.read_text()[:500]}")
 
 
+class PinnedAttempts:
+    """Sandboxed attempts of the benchmark's agents on one prepared twin, each on a CPU set."""
+
+    def __init__(self, root: Path, iterations: int, neighbour_procs: int):
+        self.root = root
+        self.tasks_dir = REPO_ROOT / "tasks"
+        self.task = load_task(self.tasks_dir, TASK)
+        self.sandbox = get_sandbox("bwrap")
+        self.prepared = prepare_twin(self.task, self.tasks_dir, root / "data", rows=300)
+        self.work = agent(root / "workload", "workload", WORKLOAD, [str(iterations)])
+        self.neighbour_procs = neighbour_procs
+        self.index = iter(range(1000))
+
+    def attempt(self, spec: AgentSpec, cpuset: str, budget: int):
+        ctx = AttemptContext(
+            prepared=self.prepared,
+            runs_dir=self.root / "runs",
+            sandbox=self.sandbox,
+            agent_code_dir=self.root / spec.id,
+            task_spec_sha256=task_spec_sha256(self.tasks_dir, TASK),
+            cpuset=cpuset,
+        )
+        record = run_attempt(AttemptPlan(spec, self.task, budget, next(self.index)), ctx)
+        if record.status != "success":
+            raise RuntimeError(f"{record.run_id}: {record.status} {record.error_message}")
+        return record
+
+    def timed(self, label: str) -> float:
+        """The workload's loop seconds, pinned to CPU 0."""
+        record = self.attempt(self.work, "0", 120)
+        seconds = workload_seconds(self.root / "runs" / record.run_id / "stdout.log")
+        print(
+            f"  {label:15s} {seconds:6.3f} s loop, {record.wall_seconds:6.3f} s attempt "
+            f"(cpuset {record.cpuset}, memory cap {record.memory_limit_bytes >> 20} MiB)"
+        )
+        return seconds
+
+    def with_neighbour(self, spin_for: float) -> float:
+        """The workload's loop seconds while a neighbour spins on CPU 1 for ``spin_for`` s."""
+        busy = agent(
+            self.root / "neighbour",
+            "neighbour",
+            NEIGHBOUR,
+            [f"{spin_for:.1f}", str(self.neighbour_procs)],
+        )
+        result: dict = {}
+        side = threading.Thread(
+            target=lambda: result.update(record=self.attempt(busy, "1", int(spin_for) + 60))
+        )
+        side.start()
+        try:
+            time.sleep(1.5)  # let the neighbour's processes get going
+            seconds = self.timed("with neighbour")
+        finally:
+            side.join()
+        record = result["record"]
+        print(
+            f"  {'':15s} neighbour: {self.neighbour_procs + 1} busy processes on cpuset "
+            f"{record.cpuset}, {record.cpu_seconds:.1f} CPU s in {record.wall_seconds:.1f} s"
+        )
+        return seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3)
@@ -90,69 +153,15 @@ def main() -> None:
     if not ok:
         sys.exit(f"needs cgroups v1 for CPU pinning: {why}")
     print(f"machine: {describe_machine()}")
-    tasks_dir = REPO_ROOT / "tasks"
-    task = load_task(tasks_dir, TASK)
-    sandbox = get_sandbox("bwrap")
     with tempfile.TemporaryDirectory(prefix="tmlbench-fairness-") as tmp:
-        root = Path(tmp)
-        prepared = prepare_twin(task, tasks_dir, root / "data", rows=300)
-        work = agent(root / "workload", "workload", WORKLOAD, [str(args.iterations)])
-        index = iter(range(1000))
-
-        def attempt(spec: AgentSpec, cpuset: str, budget: int):
-            ctx = AttemptContext(
-                prepared=prepared,
-                runs_dir=root / "runs",
-                sandbox=sandbox,
-                agent_code_dir=root / spec.id,
-                task_spec_sha256=task_spec_sha256(tasks_dir, TASK),
-                cpuset=cpuset,
-            )
-            record = run_attempt(AttemptPlan(spec, task, budget, next(index)), ctx)
-            if record.status != "success":
-                raise RuntimeError(f"{record.run_id}: {record.status} {record.error_message}")
-            return record
-
-        def timed(label: str) -> float:
-            record = attempt(work, "0", 120)
-            seconds = workload_seconds(root / "runs" / record.run_id / "stdout.log")
-            print(
-                f"  {label:15s} {seconds:6.3f} s loop, {record.wall_seconds:6.3f} s attempt "
-                f"(cpuset {record.cpuset}, memory cap {record.memory_limit_bytes >> 20} MiB)"
-            )
-            return seconds
-
-        def with_neighbour(spin_for: float) -> float:
-            busy = agent(
-                root / "neighbour",
-                "neighbour",
-                NEIGHBOUR,
-                [f"{spin_for:.1f}", str(args.neighbour_procs)],
-            )
-            result: dict = {}
-            side = threading.Thread(
-                target=lambda: result.update(record=attempt(busy, "1", int(spin_for) + 60))
-            )
-            side.start()
-            try:
-                time.sleep(1.5)  # let the neighbour's processes get going
-                seconds = timed("with neighbour")
-            finally:
-                side.join()
-            record = result["record"]
-            print(
-                f"  {'':15s} neighbour: {args.neighbour_procs + 1} busy processes on cpuset "
-                f"{record.cpuset}, {record.cpu_seconds:.1f} CPU s in {record.wall_seconds:.1f} s"
-            )
-            return seconds
-
-        attempt(work, "0", 120)  # warm-up: page cache, bwrap probe
+        bench = PinnedAttempts(Path(tmp), args.iterations, args.neighbour_procs)
+        bench.attempt(bench.work, "0", 120)  # warm-up: page cache, bwrap probe
         # Alone and loaded runs alternate, so load from outside the benchmark (other users of
         # the machine) drifts into both sides alike; the slowdown is the median pair ratio.
         alone, loaded = [], []
         for _ in range(args.runs):
-            alone.append(timed("alone"))
-            loaded.append(with_neighbour(alone[-1] * 1.5 + 4))
+            alone.append(bench.timed("alone"))
+            loaded.append(bench.with_neighbour(alone[-1] * 1.5 + 4))
     med_alone, med_loaded = statistics.median(alone), statistics.median(loaded)
     ratios = sorted((b / a - 1) * 100 for a, b in zip(alone, loaded, strict=True))
     print(

@@ -4,9 +4,9 @@ import dagster as dg
 
 from orchestration.resources import BenchConfig
 from runner.audit import coverage_gaps, manifest_drift, private_references
-from runner.bench import suite_settings
 from runner.prepare import prepared_task
 from runner.records import load_records
+from runner.settings import suite_settings
 
 
 def build_checks(

@@ -1,72 +1,189 @@
-"""`make run`: materialize a suite end to end through Dagster, in this process.
+"""`make run`: materialize a suite end to end through Dagster, in this process, quietly.
 
     python -m orchestration.materialize --suite demo
 
 Three runs, because the graph has two partitionings: prepared tasks (all task partitions in one
 run), agent runs (all settings in one run, attempts in parallel on pinned CPUs), then the raw
-load, every dbt model with its tests, and the snapshot. Each run is recorded in the Dagster
-instance ($DAGSTER_HOME, when set), so `make ui` shows them.
+load, every dbt model with its tests, and the snapshot. The terminal shows a progress bar per
+run and a short summary; everything the runs print or log (Dagster's events, dbt's output)
+goes to ``<data>/logs/<time>.log``, whose path is printed. Each run is also recorded in the
+Dagster instance ($DAGSTER_HOME, when set), so `make ui` shows them with their logs.
 """
 
+from __future__ import annotations
+
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
+from rich.console import Console
 
-from orchestration.definitions import build_defs
 from orchestration.partitions import setting_keys
+from orchestration.progress import Counts, Phase, SuiteProgress
+from orchestration.resources import BenchConfig, DuckDBWarehouse, default_resources
 from orchestration.schedules import partition_range_tags
-from runner.config import Paths
-from runner.registry import load_suite
 
-# Dagster logs each step at INFO; its DEBUG stream would bury the progress of a long run.
-QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+# The log file gets every event (DEBUG); a person reads the bars and the summary.
+RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "DEBUG"}}, "progress": {}}}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One Dagster run of `make run`: the assets it selects and what its bar counts."""
+
+    job_name: str
+    title: str
+    selection: dg.AssetSelection
+    partition_keys: list[str] | None  # a partition range covered by one run, or unpartitioned
+    counts: Counts
+    unit: str
+
+    def total(self, graph: dg.AssetGraph | None = None) -> int:
+        if self.partition_keys is not None:
+            return len(self.partition_keys)
+        assert graph is not None, "an unpartitioned step counts its assets and checks"
+        return len(self.selection.resolve(graph)) + len(self.selection.resolve_checks(graph))
+
+
+def suite_steps(bench: BenchConfig) -> list[Step]:
+    suite = bench.suite()
+    benchmark = ("prepared_tasks", "agent_runs")
+    return [
+        Step(
+            "suite_prepare_tasks", "prepare tasks", dg.AssetSelection.assets("prepared_tasks"),
+            list(suite.tasks), "tasks", "tasks",
+        ),
+        Step(
+            "suite_agent_runs", "agent runs", dg.AssetSelection.assets("agent_runs"),
+            setting_keys(suite), "attempts", "settings",
+        ),
+        Step(
+            "suite_warehouse", "warehouse, dbt, snapshot",
+            dg.AssetSelection.all() - dg.AssetSelection.assets(*benchmark),
+            None, "assets", "assets and checks",
+        ),
+    ]  # fmt: skip
 
 
 def materialize_suite(
-    suite_id: str, resources: dict | None = None, instance: dg.DagsterInstance | None = None
+    suite_id: str,
+    resources: dict | None = None,
+    instance: dg.DagsterInstance | None = None,
+    progress: SuiteProgress | None = None,
 ) -> list[dg.ExecuteInProcessResult]:
-    suite = load_suite(Paths.from_env().suites_dir, suite_id)
-    defs = build_defs(suite, resources)
-    everything = [*defs.assets, *defs.asset_checks]
-    downstream = dg.AssetSelection.all() - dg.AssetSelection.assets("prepared_tasks", "agent_runs")
-    steps = [
-        ("prepared tasks", dg.AssetSelection.assets("prepared_tasks"), suite.tasks),
-        ("agent runs", dg.AssetSelection.assets("agent_runs"), setting_keys(suite)),
-        ("warehouse, dbt, snapshot", downstream, None),
-    ]
+    """Run the three steps in order, stopping at the first that fails; ``progress`` sees them."""
+    # Imported here: loading the definitions module builds the default suite's graph, and
+    # Dagster's warnings about it belong in the log file, under main's redirection.
+    from orchestration.definitions import build_defs
+
+    resources = resources or default_resources(suite_id)
+    bench: BenchConfig = resources["bench"]
+    defs = build_defs(bench.suite(), resources)
+    graph = defs.resolve_asset_graph()
+    progress = progress or SuiteProgress(Console(quiet=True))
     results = []
-    for title, selection, keys in steps:
-        started = time.perf_counter()
-        print(f"== {title}", flush=True)
-        result = dg.materialize(
-            everything,
-            selection=selection,
-            resources=defs.resources,
-            instance=instance,
-            tags=partition_range_tags(keys[0], keys[-1]) if keys else None,
-            raise_on_error=False,
-            run_config=QUIET,
-        )
-        print(
-            f"== {title}: {'ok' if result.success else 'FAILED'} in {time.perf_counter() - started:.0f} s"
-        )
+    for step in suite_steps(bench):
+        progress.begin(Phase(step.title, step.total(graph), step.counts, step.unit))
+        result = _execute(defs, step, progress, instance)
+        progress.end(result.success, _first_failure(result))
         results.append(result)
         if not result.success:
             break
     return results
 
 
+def _execute(
+    defs: dg.Definitions,
+    step: Step,
+    progress: SuiteProgress,
+    instance: dg.DagsterInstance | None,
+) -> dg.ExecuteInProcessResult:
+    """One run of ``step`` (what ``dg.materialize`` does, with a named job and our loggers)."""
+    keys = step.partition_keys
+    job_defs = dg.Definitions(
+        assets=defs.assets,
+        asset_checks=defs.asset_checks,
+        jobs=[dg.define_asset_job(step.job_name, selection=step.selection)],
+        resources=defs.resources,
+        loggers={"console": dg.colored_console_logger, "progress": progress.logger()},
+    )
+    return job_defs.resolve_job_def(step.job_name).execute_in_process(
+        run_config=RUN_CONFIG,
+        instance=instance,
+        tags=partition_range_tags(keys[0], keys[-1]) if keys else None,
+        raise_on_error=False,
+    )
+
+
+def _first_failure(result: dg.ExecuteInProcessResult) -> str:
+    """The first failed step and the root of its error, in one line."""
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause  # Dagster wraps what the asset raised
+        lines = error.message.strip().splitlines() if error else []
+        return f"{event.step_key}: {lines[0] if lines else 'failed'}"
+    return ""
+
+
+@contextlib.contextmanager
+def output_to(log_file: Path) -> Iterator[Console]:
+    """Send everything written to stdout/stderr — by Python, dbt or any child — to ``log_file``,
+    and yield a console on the real terminal.
+
+    At the file-descriptor level, because dagster-dbt echoes dbt's output on stdout, Dagster's
+    console logger and Python's warnings write to stderr, and child processes inherit both.
+    """
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    terminal = os.fdopen(os.dup(saved[1]), "w", buffering=1, encoding="utf-8")
+    try:
+        with open(log_file, "a", encoding="utf-8") as log:
+            for fd in (1, 2):
+                os.dup2(log.fileno(), fd)
+            try:
+                # Not a terminal (CI, a pipe): wide enough that the final bars stay readable.
+                yield Console(file=terminal, width=None if terminal.isatty() else 120)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                for fd, copy in saved.items():
+                    os.dup2(copy, fd)
+    finally:
+        for copy in saved.values():
+            os.close(copy)
+        terminal.close()
+
+
+def log_path(bench: BenchConfig) -> Path:
+    return bench.paths().data_dir / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}.log"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="demo")
     args = parser.parse_args(argv)
+    resources = default_resources(args.suite)
+    log_file = log_path(resources["bench"])
     # Runs are recorded where `make ui` looks when DAGSTER_HOME is set; else in a throwaway instance.
     instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
-    results = materialize_suite(args.suite, instance=instance)
-    return 0 if all(r.success for r in results) else 1
+    with output_to(log_file) as console:
+        console.print(f"suite {args.suite}: logs in {log_file}", markup=False, highlight=False)
+        with SuiteProgress(console) as progress:
+            results = materialize_suite(args.suite, resources, instance, progress)
+        warehouse: DuckDBWarehouse = resources["warehouse"]
+        ok = all(r.success for r in results)
+        published = [f"marts published: {warehouse.snapshot_file()}"] if ok else []
+        progress.summary(str(log_file), published)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

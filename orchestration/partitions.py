@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from runner.bench import parse_setting_key, setting_key
+from runner.settings import parse_setting_key, setting_key
 from runner.specs import SuiteSpec
 
 

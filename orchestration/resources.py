@@ -4,7 +4,6 @@ Every location left unset falls back, at run time, to what the rest of tmlbench 
 ``TMLBENCH_*`` environment variables, else the repository's defaults. Nothing is read at import.
 """
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -15,13 +14,13 @@ import duckdb
 from dagster_dbt import DbtCliResource, DbtProject
 from pydantic import Field
 
-from runner.bench import SuiteLayout
 from runner.config import Paths
 from runner.registry import load_suite
 from runner.sandbox import Sandbox, get_sandbox
+from runner.settings import SuiteLayout
 from runner.specs import SuiteSpec
-from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect, warehouse_path
-from warehouse.marts import DBT_PROJECT_DIR
+from warehouse.db import apply_ddl, connect, warehouse_path
+from warehouse.dbt import DBT_PROJECT_DIR, dbt_executable, vars_args
 from warehouse.snapshot import snapshot_path
 
 
@@ -94,18 +93,9 @@ class DuckDBWarehouse(dg.ConfigurableResource):
         finally:
             con.close()
 
-    @contextmanager
-    def dbt_env(self) -> Iterator[None]:
-        """dbt's profile reads the file from TMLBENCH_WAREHOUSE: point it at this warehouse."""
-        previous = os.environ.get(WAREHOUSE_ENV)
-        os.environ[WAREHOUSE_ENV] = str(self.file())
-        try:
-            yield
-        finally:
-            if previous is None:
-                os.environ.pop(WAREHOUSE_ENV, None)
-            else:
-                os.environ[WAREHOUSE_ENV] = previous
+    def dbt_args(self) -> list[str]:
+        """What points a dbt command at this warehouse (warehouse/dbt.py's vars)."""
+        return vars_args(self.file())
 
 
 # The manifest is built by `make manifest` (dbt parse), never at import.
@@ -113,7 +103,7 @@ dbt_project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_D
 
 
 def dbt_resource() -> DbtCliResource:
-    return DbtCliResource(project_dir=dbt_project)
+    return DbtCliResource(project_dir=dbt_project, dbt_executable=str(dbt_executable()))
 
 
 def default_resources(suite_id: str) -> dict[str, dg.ConfigurableResource]:

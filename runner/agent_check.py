@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -33,6 +32,7 @@ from runner.specs import AgentSpec
 
 CHECK_TASK = "bank-customer-churn-ict-u-ai"
 CHECK_ROWS = 2000
+# The key variable the checked spec names; never set: the key is passed to the attempt itself.
 KEY_ENV = "TMLBENCH_CHECK_PROVIDER_KEY"
 # What the solving command prints; seen in a later request = its output reached the model.
 COMMAND_OUTPUT = re.compile(r"local_validation_score:\s*[-+]?[0-9]")
@@ -99,12 +99,9 @@ def check_agent(
 
     def run(script: list, budget_seconds: int, index: int) -> tuple[RunRecord, ScriptedProvider]:
         key = "sk-check-" + secrets.token_hex(16)
-        with (
-            ScriptedProvider(
-                script, api_key=key, model=agent.model.model_id or "model"
-            ) as provider,
-            _key_in_env(key),
-        ):
+        with ScriptedProvider(
+            script, api_key=key, model=agent.model.model_id or "model"
+        ) as provider:
             checked = point_at(agent, provider.base_url, KEY_ENV)
             ctx = AttemptContext(
                 prepared=prepared,
@@ -113,6 +110,7 @@ def check_agent(
                 agent_code_dir=agent_code_dir(paths.agents_dir, agent),
                 task_spec_sha256=task_spec_sha256(paths.tasks_dir, CHECK_TASK),
                 clis_dir=paths.clis_dir,
+                provider_key=key,  # the scripted provider's one-off key, handed to the gateway
             )
             record = run_attempt(AttemptPlan(checked, task, budget_seconds, index, "quick"), ctx)
         return record, provider
@@ -245,20 +243,6 @@ def point_at(agent: AgentSpec, provider_url: str, key_env: str) -> AgentSpec:
         update={"base_url": f"{origin.scheme}://{origin.netloc}{path}", "api_key_env": key_env}
     )
     return agent.model_copy(update={"gateway": gateway})
-
-
-@contextlib.contextmanager
-def _key_in_env(key: str) -> Iterator[None]:
-    """The scripted provider's one-off key where the gateway looks for it."""
-    before = os.environ.get(KEY_ENV)
-    os.environ[KEY_ENV] = key
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(KEY_ENV, None)
-        else:
-            os.environ[KEY_ENV] = before
 
 
 def _first_call_seconds(transcript: Path) -> float | None:

@@ -5,20 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from runner.bench import Setting, setting_key
-from runner.prepare import PreparedTask
+from runner.prepared import PreparedTask
 from runner.records import RunRecord
+from runner.settings import Setting, setting_key
 
 
-def describe_prepared(prepared: PreparedTask) -> dict:
+def describe_prepared(prepared: PreparedTask) -> dict[str, object]:
     """What a person wants to know about a prepared task: sizes, manifest hash, reference scores."""
     manifest = prepared.manifest()
     meta = prepared.private_meta()
-    files = manifest["files"]
     return {
-        "train_rows": files["train.csv"]["rows"],
-        "test_rows": files["test.csv"]["rows"],
-        "columns": files["train.csv"]["columns"],
+        "train_rows": manifest.rows("train.csv"),
+        "test_rows": manifest.rows("test.csv"),
+        "columns": manifest.files["train.csv"].columns,
         "manifest_sha256": prepared.manifest_sha256(),
         "bayes_optimal_score": meta.get("bayes_optimal_score"),
         "constant_score": meta.get("constant_score"),

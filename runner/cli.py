@@ -1,4 +1,9 @@
-"""The ``tmlbench`` command line."""
+"""The ``tmlbench`` command line.
+
+It answers at once: a module imported here loads with every command, ``--help`` included, so
+what is heavy (pandas and scikit-learn through task preparation and attempts, DuckDB, dbt)
+is imported inside the command that needs it. tests/test_cli_startup.py keeps it so.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +12,32 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from runner import __version__
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-from runner.bench import SuiteLayout, run_suite
-from runner.clis import find_installed, install
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from runner.leaderboard import compute_leaderboard
-from runner.prepare import prepare_from_download, prepare_twin, prepared_task
-from runner.records import load_records
-from runner.registry import (
-    agent_code_dir,
-    list_agents,
-    list_tasks,
-    load_agent,
-    load_suite,
-    load_task,
-    task_spec_sha256,
-)
-from runner.render import render_leaderboard
-from runner.sandbox import BACKENDS, get_sandbox
-from runner.specs import DEFAULT_PROFILES_BY_BUDGET
+from runner.terminal import console
 
-# Piped output (CI logs, `make run | tee`) gets a wide fixed width instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
-BACKEND_CHOICE = click.Choice(BACKENDS)
+
+class _BackendChoice(click.Choice):
+    """The sandbox backends, looked up when an option is parsed or its help shown: importing
+    runner.sandbox at start-up would load every backend's module for every command."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from runner.sandbox import BACKENDS
+
+        return BACKENDS
+
+    @choices.setter
+    def choices(self, _value: tuple[str, ...]) -> None:  # click.Choice.__init__ sets it
+        pass
+
+
+BACKEND_CHOICE = _BackendChoice()
 
 
 @click.group()
@@ -55,6 +57,11 @@ def tasks() -> None:
 @click.pass_obj
 def tasks_list(paths: Paths) -> None:
     """List the tasks and whether their data is prepared."""
+    from rich.table import Table
+
+    from runner.prepare import prepared_task  # pandas and scikit-learn: only for task commands
+    from runner.registry import list_tasks
+
     table = Table("task", "type", "metric", "full rows", "kaggle competition", "prepared")
     for task in list_tasks(paths.tasks_dir):
         prepared = prepared_task(paths.data_dir, task.id)
@@ -98,6 +105,9 @@ def tasks_prepare(
     seed: int | None,
 ) -> None:
     """Prepare TASK_IDS: public files for agents, private answers for grading."""
+    from runner.prepare import prepare_from_download, prepare_twin
+    from runner.registry import list_tasks, load_task
+
     if all_tasks:
         task_ids = tuple(t.id for t in list_tasks(paths.tasks_dir))
     if not task_ids:
@@ -124,8 +134,8 @@ def _prepared_label(prepared) -> str:
     if not prepared.exists():
         return "no"
     meta = prepared.private_meta()
-    files = prepared.manifest()["files"]
-    label = f"{meta['source']['kind']}, {files['train.csv']['rows']:,} train / {files['test.csv']['rows']:,} test"
+    manifest = prepared.manifest()
+    label = f"{meta['source']['kind']}, {manifest.rows('train.csv'):,} train / {manifest.rows('test.csv'):,} test"
     if "bayes_optimal_score" in meta:
         label += f", bayes {meta['bayes_optimal_score']:.4f}"
     return label
@@ -140,6 +150,11 @@ def agents() -> None:
 @click.pass_obj
 def agents_list(paths: Paths) -> None:
     """List the agent specs (and, for CLI agents, whether their CLI is installed)."""
+    from rich.table import Table
+
+    from runner.clis import find_installed
+    from runner.registry import list_agents
+
     table = Table("agent", "kind", "title", "harness", "model", "cli", "cpus", "memory")
     for agent in list_agents(paths.agents_dir):
         model = "/".join(x for x in (agent.model.provider, agent.model.model_id) if x) or "-"
@@ -166,6 +181,9 @@ def agents_list(paths: Paths) -> None:
 @click.pass_obj
 def agents_install(paths: Paths, agent_ids: tuple[str, ...], all_agents: bool) -> None:
     """Install the pinned CLI of command agents into tmlbench's prefix (cached by version)."""
+    from runner.clis import install
+    from runner.registry import list_agents, load_agent
+
     if all_agents == bool(agent_ids):
         raise click.UsageError("name the agents to install, or give --all")
     chosen = (
@@ -205,6 +223,7 @@ def agents_install(paths: Paths, agent_ids: tuple[str, ...], all_agents: bool) -
 def agents_check(paths: Paths, agent_id: str, backend: str, budget: int, keep: Path | None) -> None:
     """Offline pre-flight of a CLI agent against a scripted provider: no key, no network."""
     from runner.agent_check import check_agent  # starts a server; only this command needs it
+    from runner.registry import load_agent
 
     agent = load_agent(paths.agents_dir, agent_id)
     marks = {True: "[green]ok[/green]", False: "[red]FAILED[/red]", None: "[dim]-[/dim]"}
@@ -254,6 +273,12 @@ def run_cmd(
     unsafe_no_isolation: bool,
 ) -> None:
     """Run one attempt and print its record."""
+    from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+    from runner.prepare import prepared_task
+    from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
+    from runner.sandbox import get_sandbox
+    from runner.specs import DEFAULT_PROFILES_BY_BUDGET
+
     profile = profile or DEFAULT_PROFILES_BY_BUDGET.get(budget, "standard")
     agent = load_agent(paths.agents_dir, agent_id)
     task = load_task(paths.tasks_dir, task_id)
@@ -295,67 +320,64 @@ def run_cmd(
 def bench_cmd(
     paths: Paths, suite_id: str, backend: str, concurrency: int | None, unsafe_no_isolation: bool
 ) -> None:
-    """Run every attempt of a suite that is not recorded yet, then print the leaderboard."""
+    """Run every attempt of a suite that is not recorded yet, then say what happened."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from runner.bench import Bench
+    from runner.registry import load_suite
+    from runner.sandbox import get_sandbox
+    from runner.scheduling import AttemptDone
+
     suite = load_suite(paths.suites_dir, suite_id)
-    sandbox = get_sandbox(backend)
-    total = len(suite.agents) * len(suite.tasks) * len(suite.budgets) * suite.attempts
+    bench = Bench(
+        suite,
+        paths,
+        get_sandbox(backend),
+        concurrency=concurrency,
+        allow_unsafe=unsafe_no_isolation,
+    )
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         TextColumn("{task.fields[last]}"),
     )
     with Progress(*columns, console=console) as progress:
-        prep = progress.add_task("preparing tasks", total=len(suite.tasks), last="")
-        bar = progress.add_task(f"{suite.id}: attempts", total=total, last="")
+        prep = progress.add_task("tasks prepared", total=len(bench.tasks), last="")
+        bench.prepare(on_prepared=lambda task: progress.update(prep, advance=1, last=task.id))
+        bar = progress.add_task(f"{suite.id}: settings done", total=len(bench.settings), last="")
+        attempts = 0
 
-        def on_prepared(task) -> None:
-            progress.advance(prep)
+        def on_progress(done: AttemptDone) -> None:
+            nonlocal attempts
+            attempts += 1
+            last = f"{done.record.run_id} {done.record.status}" if done.new else "already recorded"
+            progress.update(bar, completed=done.settings_done, last=f"{attempts} attempts; {last}")
 
-        def on_done(record, was_new: bool) -> None:
-            note = f"{record.run_id} {record.status}" if was_new else "already recorded"
-            progress.update(bar, advance=1, last=note)
-
-        run_suite(
-            suite,
-            paths,
-            lambda plan: sandbox,
-            concurrency=concurrency,
-            allow_unsafe=unsafe_no_isolation,
-            on_prepared=on_prepared,
-            on_done=on_done,
-        )
-    _print_leaderboard(suite_id, paths)
-
-
-@cli.command("leaderboard")
-@click.option(
-    "--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml)."
-)
-@click.option(
-    "--min-successes",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Successes counted per setting (and needed for coverage).",
-)
-@click.pass_obj
-def leaderboard_cmd(paths: Paths, suite_id: str, min_successes: int) -> None:
-    """Print the leaderboard computed from a suite's run records."""
-    _print_leaderboard(suite_id, paths, min_successes)
-
-
-def _print_leaderboard(suite_id: str, paths: Paths, n: int = 5) -> None:
-    suite = load_suite(paths.suites_dir, suite_id)
-    layout = SuiteLayout.of(suite, paths)
-    records = [r for r in load_records(layout.runs_dir) if r.suite_id == suite.id]
-    if not records:
-        raise TmlbenchError(
-            f"no run records for suite {suite.id} in {layout.runs_dir}; run: tmlbench bench --suite {suite.id}"
-        )
-    settings = [(a, t, b) for a in suite.agents for t in suite.tasks for b in suite.budgets]
-    render_leaderboard(console, suite, compute_leaderboard(records, n, settings))
+        run = bench.run(on_progress=on_progress)
+    # What the run did, in facts: what the results mean is the warehouse's to say.
+    statuses = ", ".join(f"{n} {status}" for status, n in run.status_counts().items())
+    console.print(
+        f"{suite.id}: {len(run.records)} attempts recorded in {len(run.outcomes)} settings "
+        f"({run.new_attempts} new in this run): {statuses or 'none'}"
+    )
+    if run.incomplete:
+        console.print(f"settings short of {suite.attempts} successes: {len(run.incomplete)}")
+    console.print(f"records: {run.runs_dir}")
+    console.print(
+        f"see the results: tmlbench warehouse build, then tmlbench leaderboard --suite {suite.id}"
+    )
+    if run.harness_faults:
+        raise TmlbenchError(run.fault_report())
 
 
 def _add_plugin_commands(group: click.Group) -> None:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -87,7 +88,10 @@ def require_installed(agent: AgentSpec, clis_dir: Path | None = None) -> Install
 
 
 def install(
-    agent: AgentSpec, clis_dir: Path | None = None, *, log=lambda _line: None
+    agent: AgentSpec,
+    clis_dir: Path | None = None,
+    *,
+    log: Callable[[str], None] = lambda _line: None,
 ) -> InstalledCli:
     """Install the agent's pinned CLI (a no-op when that version is there already)."""
     spec = agent.cli
@@ -261,7 +265,7 @@ def _readable_by_all(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path) -> Iterator[None]:
     with path.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield

@@ -31,6 +31,7 @@ from runner.egress import socket_path as egress_socket
 from runner.errors import HarnessError, TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
 from runner.llm.session import LlmSession
+from runner.records import DriverReport, Verdict
 from runner.sandbox import Bind, Sandbox, SandboxPaths
 from runner.sandbox.views import private_dir
 from runner.specs import AgentSpec
@@ -42,11 +43,12 @@ CLI_INSIDE = "/opt/tmlbench/cli"
 TRANSCRIPT_FILE = "transcript.jsonl"
 
 
-def preflight(agent: AgentSpec, sandbox: Sandbox, clis_dir: Path | None) -> InstalledCli | None:
-    """Before anything runs: the agent's keys are set, its CLI is installed and can run here."""
-    key_env = agent.llm.api_key_env if agent.llm else None
-    key_env = key_env or (agent.gateway.api_key_env if agent.gateway else None)
-    if key_env and not os.environ.get(key_env):
+def preflight(
+    agent: AgentSpec, sandbox: Sandbox, clis_dir: Path | None, api_key: str | None = None
+) -> InstalledCli | None:
+    """Before anything runs: the agent's key is at hand, its CLI is installed and can run here."""
+    key_env = _key_env(agent)
+    if key_env and not provider_key(agent, api_key):
         raise TmlbenchError(
             f"agent {agent.id} needs the environment variable {key_env} "
             "(its provider's API key); export it before running"
@@ -59,6 +61,19 @@ def preflight(agent: AgentSpec, sandbox: Sandbox, clis_dir: Path | None) -> Inst
             "sandbox's image does not carry; run it with --backend bwrap"
         )
     return cli
+
+
+def _key_env(agent: AgentSpec) -> str | None:
+    key_env = agent.llm.api_key_env if agent.llm else None
+    return key_env or (agent.gateway.api_key_env if agent.gateway else None)
+
+
+def provider_key(agent: AgentSpec, api_key: str | None = None) -> str | None:
+    """The provider's API key: the one a caller passes (agents check), else $<api_key_env>."""
+    if api_key is not None:
+        return api_key
+    key_env = _key_env(agent)
+    return os.environ.get(key_env) if key_env else None
 
 
 class ProgramDriver:
@@ -79,18 +94,21 @@ class ProgramDriver:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def environment(self, base: dict[str, str], sandbox: Sandbox, fields: dict[str, str]) -> dict:
+    def environment(
+        self, base: dict[str, str], sandbox: Sandbox, fields: dict[str, str]
+    ) -> dict[str, str]:
         """The sandbox's complete environment: ``base`` (host-free) plus the driver's additions."""
         return base
 
     def prepare_home(self, home: Path, fields: dict[str, str]) -> None:
         """Write what the agent needs in HOME (the workspace) before it starts."""
 
-    def record_fields(self) -> dict:
-        return {}
+    def report(self) -> DriverReport:
+        """What the driver counted beside the sandbox (usage, egress), for the record."""
+        return DriverReport()
 
-    def status(self) -> dict | None:
-        """A status that overrides grading (e.g. provider_error), or None."""
+    def status(self) -> Verdict | None:
+        """A status that overrules grading (e.g. provider_error), or None."""
         return None
 
 
@@ -103,6 +121,7 @@ class CommandDriver(ProgramDriver):
         agent_code_dir: Path | None,
         run_dir: Path,
         cli: InstalledCli | None,
+        api_key: str | None = None,
     ):
         super().__init__(agent, agent_code_dir)
         self.cli = cli
@@ -113,12 +132,11 @@ class CommandDriver(ProgramDriver):
         self.proxy = EgressProxy(egress_socket(self.control), allow=allow)
         self.gateway: ProviderGateway | None = None
         if agent.gateway is not None:
-            key_env = agent.gateway.api_key_env
             self.gateway = ProviderGateway(
                 self.control / GATEWAY_SOCKET_NAME,
                 protocol=agent.gateway.protocol,
                 base_url=agent.gateway.base_url,
-                api_key=os.environ.get(key_env) if key_env else None,
+                api_key=provider_key(agent, api_key),
                 transcript_path=run_dir / TRANSCRIPT_FILE,
                 request_timeout=agent.gateway.request_timeout_seconds,
             )
@@ -143,7 +161,9 @@ class CommandDriver(ProgramDriver):
             gateway_socket_inside=gateway_socket,
         )  # fmt: skip
 
-    def environment(self, base: dict[str, str], sandbox: Sandbox, fields: dict[str, str]) -> dict:
+    def environment(
+        self, base: dict[str, str], sandbox: Sandbox, fields: dict[str, str]
+    ) -> dict[str, str]:
         fields = fields | self.gateway_fields()
         env = dict(base)
         if self.cli is not None:
@@ -174,45 +194,55 @@ class CommandDriver(ProgramDriver):
         self.proxy.stop()
         shutil.rmtree(self.control, ignore_errors=True)
 
-    def record_fields(self) -> dict:
+    def report(self) -> DriverReport:
         egress = self.proxy.stats()
-        fields: dict = {
-            "egress_requests": egress.requests,
-            "egress_denied": egress.denied,
-            "egress_denied_hosts": egress.denied_hosts or None,
-            "egress_bytes_up": egress.bytes_up,
-            "egress_bytes_down": egress.bytes_down,
-        }
-        if self.gateway is None or self.agent.gateway is None:
-            return fields
-        fields |= self.gateway.stats().record_fields(self.agent.gateway.prices)
-        if self.gateway.transcript_path.is_file():
-            fields["transcript_path"] = self.gateway.transcript_path.name
-        return fields
+        usage: dict[str, object] = {}  # the gateway's count of model usage, if it has one
+        transcript = None
+        if self.gateway is not None and self.agent.gateway is not None:
+            usage = self.gateway.stats().record_fields(self.agent.gateway.prices)
+            if self.gateway.transcript_path.is_file():
+                transcript = self.gateway.transcript_path.name
+        return DriverReport.model_validate(
+            usage
+            | {
+                "egress_requests": egress.requests,
+                "egress_denied": egress.denied,
+                "egress_denied_hosts": egress.denied_hosts or None,
+                "egress_bytes_up": egress.bytes_up,
+                "egress_bytes_down": egress.bytes_down,
+                "transcript_path": transcript,
+            }
+        )
 
-    def status(self) -> dict | None:
+    def status(self) -> Verdict | None:
         problem = self.gateway.stats().provider_error if self.gateway else None
         if problem:
-            return {"status": "provider_error", "error_message": problem}
+            return Verdict(status="provider_error", error_message=problem)
         return None
 
 
 class LlmDriver(ProgramDriver):
     """The built-in coding agent: tool host in the sandbox, model loop in the harness."""
 
-    def __init__(self, agent: AgentSpec, instructions: str, budget_seconds: int, run_dir: Path):
+    def __init__(
+        self,
+        agent: AgentSpec,
+        instructions: str,
+        budget_seconds: int,
+        run_dir: Path,
+        api_key: str | None = None,
+    ):
         super().__init__(agent, TOOLHOST_DIR)
         # A short host path: unix socket paths are limited to 107 bytes.
         self.control = private_dir("tmlbench-llm-")
         self.binds = (Bind(self.control, TOOLS_INSIDE),)
-        key_env = agent.llm.api_key_env if agent.llm else None
         self.session = LlmSession(
             agent,
             instructions,
             budget_seconds,
             self.control / "tools.sock",
             run_dir / TRANSCRIPT_FILE,
-            os.environ.get(key_env) if key_env else None,
+            provider_key(agent, api_key),
         )
 
     def command(self, sandbox: Sandbox, fields: dict[str, str]) -> list[str]:
@@ -227,17 +257,17 @@ class LlmDriver(ProgramDriver):
         self.session.stop()
         shutil.rmtree(self.control, ignore_errors=True)
 
-    def record_fields(self) -> dict:
-        return self.session.record_fields()
+    def report(self) -> DriverReport:
+        return DriverReport.model_validate(self.session.record_fields())
 
-    def status(self) -> dict | None:
+    def status(self) -> Verdict | None:
         outcome = self.session.outcome
         if outcome.harness_fault:
             raise HarnessError(f"the agent loop failed:\n{outcome.harness_fault}")
         if outcome.provider_error:
-            return {"status": "provider_error", "error_message": outcome.provider_error}
+            return Verdict(status="provider_error", error_message=outcome.provider_error)
         if outcome.agent_fault:  # the sandboxed side broke the tool-host protocol
-            return {"status": "runtime_error", "error_message": outcome.agent_fault}
+            return Verdict(status="runtime_error", error_message=outcome.agent_fault)
         return None
 
 
@@ -248,11 +278,12 @@ def make_driver(
     budget_seconds: int,
     run_dir: Path,
     cli: InstalledCli | None = None,
+    api_key: str | None = None,
 ) -> ProgramDriver:
     if agent.kind == "llm":
-        return LlmDriver(agent, instructions, budget_seconds, run_dir)
+        return LlmDriver(agent, instructions, budget_seconds, run_dir, api_key)
     if agent.kind == "command":
-        return CommandDriver(agent, agent_code_dir, run_dir, cli)
+        return CommandDriver(agent, agent_code_dir, run_dir, cli, api_key)
     return ProgramDriver(agent, agent_code_dir)
 
 

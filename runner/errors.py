@@ -1,6 +1,11 @@
 """Errors the harness raises on purpose: each says what was wrong and what to do."""
 
-from pydantic import ValidationError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # every CLI command imports this module: pydantic only when a spec is read
+    from pydantic import ValidationError
 
 
 class TmlbenchError(Exception):

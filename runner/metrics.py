@@ -77,7 +77,7 @@ class Metric:
 def _auc(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     from sklearn.metrics import roc_auc_score
 
-    return roc_auc_score(y_true, y_pred)
+    return float(roc_auc_score(y_true, y_pred))
 
 
 def _logloss(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -85,32 +85,32 @@ def _logloss(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 
     # Clip so that a confident wrong 0/1 prediction costs a large but finite loss.
     eps = np.finfo(np.float64).eps
-    return log_loss(y_true, np.clip(y_pred, eps, 1 - eps), labels=[0, 1])
+    return float(log_loss(y_true, np.clip(y_pred, eps, 1 - eps), labels=[0, 1]))
 
 
 def _accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     from sklearn.metrics import accuracy_score
 
     # Predictions may be labels (0/1) or probabilities of class 1: threshold at 0.5.
-    return accuracy_score(y_true.astype(np.int64), (y_pred >= 0.5).astype(np.int64))
+    return float(accuracy_score(y_true.astype(np.int64), (y_pred >= 0.5).astype(np.int64)))
 
 
 def _rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     from sklearn.metrics import root_mean_squared_error
 
-    return root_mean_squared_error(y_true, y_pred)
+    return float(root_mean_squared_error(y_true, y_pred))
 
 
 def _mae(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     from sklearn.metrics import mean_absolute_error
 
-    return mean_absolute_error(y_true, y_pred)
+    return float(mean_absolute_error(y_true, y_pred))
 
 
 def _r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     from sklearn.metrics import r2_score
 
-    return r2_score(y_true, y_pred)
+    return float(r2_score(y_true, y_pred))
 
 
 _BINARY = frozenset({"binary"})

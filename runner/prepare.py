@@ -12,125 +12,21 @@ import json
 import shutil
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from runner.errors import TmlbenchError
+from runner.manifest import MANIFEST_FILE, PUBLIC_FILES, Manifest, ManifestFile, ManifestTask
 from runner.metrics import get_metric
+from runner.prepared import PreparedTask, prepared_task, sha256_file
 from runner.registry import task_dir
 from runner.specs import TaskSpec
 from runner.twins import load_generator
 
-MANIFEST_SCHEMA_VERSION = 1
 # Fewer rows cannot be split 80/20 with both classes on both sides reliably.
 MIN_TWIN_ROWS = 50
-PUBLIC_FILES = ("train.csv", "test.csv", "sample_submission.csv", "description.md")
-
-
-@dataclass(frozen=True)
-class PreparedTask:
-    """Locations of one prepared task; ``public`` is what agents see, ``private`` never leaves the harness."""
-
-    root: Path
-
-    @property
-    def public(self) -> Path:
-        return self.root / "public"
-
-    @property
-    def private(self) -> Path:
-        return self.root / "private"
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.public / "manifest.json"
-
-    @property
-    def answers_path(self) -> Path:
-        return self.private / "answers.csv"
-
-    def exists(self) -> bool:
-        return self.manifest_path.is_file() and self.answers_path.is_file()
-
-    def manifest(self) -> dict:
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
-
-    def manifest_sha256(self) -> str:
-        return sha256_file(self.manifest_path)
-
-    def private_meta(self) -> dict:
-        path = self.private / "meta.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def prepared_task(data_dir: Path, task_id: str) -> PreparedTask:
-    return PreparedTask(data_dir / "tasks" / task_id)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# (path, size, mtime_ns, expected sha256) of public files already found intact in this process.
-_VERIFIED: set[tuple[str, int, int, str]] = set()
-
-
-def verify_public(prepared: PreparedTask) -> None:
-    """Check every public file against the manifest's size and sha256; refuse a tampered task.
-
-    Raises a ``TmlbenchError`` naming each missing, truncated or changed file. A file is hashed
-    once per process while its size and modification time stay the same, so checking before
-    every attempt is cheap.
-    """
-    try:
-        files = prepared.manifest()["files"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TmlbenchError(
-            f"{prepared.manifest_path}: unreadable manifest ({exc}); "
-            f"re-prepare the task: tmlbench tasks prepare {prepared.root.name}"
-        ) from exc
-    problems = []
-    for name in PUBLIC_FILES:
-        path = prepared.public / name
-        entry = files.get(name) if isinstance(files, dict) else None
-        if not isinstance(entry, dict) or "sha256" not in entry:
-            problems.append(f"{path}: not listed in {prepared.manifest_path.name}")
-            continue
-        try:
-            st = path.stat()
-        except OSError as exc:
-            problems.append(f"{path}: missing ({exc.strerror or exc})")
-            continue
-        key = (str(path), st.st_size, st.st_mtime_ns, entry["sha256"])
-        if key in _VERIFIED:
-            continue
-        if entry.get("bytes") is not None and st.st_size != entry["bytes"]:
-            problems.append(
-                f"{path}: {st.st_size} bytes, the manifest says {entry['bytes']} (truncated or changed)"
-            )
-            continue
-        actual = sha256_file(path)
-        if actual != entry["sha256"]:
-            problems.append(
-                f"{path}: sha256 {actual} does not match the manifest's {entry['sha256']} (changed)"
-            )
-            continue
-        _VERIFIED.add(key)
-    if problems:
-        raise TmlbenchError(
-            f"task {prepared.root.name}: public files do not match {prepared.manifest_path}, "
-            "refusing to run it:\n  "
-            + "\n  ".join(problems)
-            + f"\nre-prepare it: tmlbench tasks prepare {prepared.root.name}, or delete {prepared.root} "
-            "and let the bench prepare it again"
-        )
 
 
 def prepare_twin(
@@ -160,7 +56,7 @@ def prepare_twin(
     seed = twin_spec.seed if seed is None else seed
     twin = generate(rows, seed)
     _check_columns(task, twin.table, f"twin generator of {task.id}")
-    source = {"kind": "twin", "rows": rows, "seed": seed}
+    source: dict[str, object] = {"kind": "twin", "rows": rows, "seed": seed}
     return _write_prepared(
         task, tasks_dir, twin.table, prepared_task(data_dir, task.id), source, twin.truth
     )
@@ -178,7 +74,11 @@ def prepare_from_download(
         raise TmlbenchError(f"{origin}: not a readable CSV ({exc})") from exc
     _check_columns(task, table, origin)
     table = table[[task.id_column, *task.feature_columns, task.target_column]]
-    source = {"kind": "kaggle", "file": train_name, "sha256": hashlib.sha256(raw).hexdigest()}
+    source: dict[str, object] = {
+        "kind": "kaggle",
+        "file": train_name,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+    }
     return _write_prepared(
         task, tasks_dir, table, prepared_task(data_dir, task.id), source, truth=None
     )
@@ -227,7 +127,7 @@ def _write_prepared(
     tasks_dir: Path,
     table: pd.DataFrame,
     prepared: PreparedTask,
-    source: dict,
+    source: dict[str, object],
     truth: pd.Series | None,
 ) -> PreparedTask:
     """Split, write public and private files into a fresh folder, then swap it in atomically."""
@@ -260,7 +160,7 @@ def _write_prepared(
                 test[target].to_numpy(), truth.loc[test.index].to_numpy()
             )
         _write_json(private / "meta.json", meta)
-        _write_json(public / "manifest.json", _manifest(task, public))
+        _manifest(task, public).write(public / MANIFEST_FILE)
         if prepared.root.exists():
             shutil.rmtree(prepared.root)
         staging.rename(prepared.root)
@@ -277,35 +177,24 @@ def _constant_score(task: TaskSpec, train: pd.DataFrame, test: pd.DataFrame) -> 
     return get_metric(task.metric.name).score(y_true, [constant] * len(y_true))
 
 
-def _manifest(task: TaskSpec, public: Path) -> dict:
+def _manifest(task: TaskSpec, public: Path) -> Manifest:
     files = {}
     for name in PUBLIC_FILES:
         path = public / name
-        entry = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        rows = columns = None
         if name.endswith(".csv"):
-            header = pd.read_csv(path, nrows=0)
+            columns = len(pd.read_csv(path, nrows=0).columns)
             with path.open("rb") as fh:
-                entry["rows"] = sum(1 for _ in fh) - 1
-            entry["columns"] = len(header.columns)
-        files[name] = entry
-    return {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "task": {
-            "id": task.id,
-            "title": task.title,
-            "task_type": task.task_type,
-            "id_column": task.id_column,
-            "target_column": task.target_column,
-            "metric": task.metric.model_dump(),
-            "submission": {"file": task.submission.file, "columns": list(task.submission.columns)},
-        },
-        "files": files,
-    }
+                rows = sum(1 for _ in fh) - 1
+        files[name] = ManifestFile(
+            sha256=sha256_file(path), bytes=path.stat().st_size, rows=rows, columns=columns
+        )
+    return Manifest(task=ManifestTask.of(task), files=files)
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False, lineterminator="\n")
 
 
-def _write_json(path: Path, payload: dict) -> None:
+def _write_json(path: Path, payload: dict[str, object]) -> None:
     path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")

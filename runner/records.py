@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import HarnessError, TmlbenchError, describe_validation_error
+from runner.limits import Limit
 
 # 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts;
 # 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes;
@@ -34,15 +35,17 @@ Status = Literal[
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
 
-class RunRecord(BaseModel):
-    """Everything known about one attempt. Flat on purpose: one field, one warehouse column."""
+class _Part(BaseModel):
+    """Immutable (records are), and strict: a misspelt field is an error, never dropped."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: int = RECORD_SCHEMA_VERSION
+
+class AttemptSetup(_Part):
+    """What was run, where, under which caps and from which inputs: known before it starts."""
+
     run_id: str
     created_at: dt.datetime = Field(description="UTC time the attempt started")
-    finished_at: dt.datetime | None = None
     suite_id: str | None = None
 
     agent_id: str
@@ -70,6 +73,19 @@ class RunRecord(BaseModel):
     pids_limit: int | None = None
     disk_limit_bytes: int | None = None
 
+    task_spec_sha256: str
+    public_manifest_sha256: str | None = None
+    tmlbench_version: str
+    git_sha: str | None = None
+
+
+class Verdict(_Part):
+    """The attempt's one status, its score if it counts, and why not if it does not.
+
+    Decided by grading, by the sandbox's outcome (timeout, a broken cap), by a driver (a
+    provider error) or by the harness (its own fault).
+    """
+
     status: Status
     score: float | None = Field(default=None, description="raw metric value; only for success")
     score_hib: float | None = Field(
@@ -78,13 +94,41 @@ class RunRecord(BaseModel):
     validation_code: str | None = None
     validation_message: str | None = None
     error_message: str | None = None
-    local_validation_score: float | None = None
+
+    submission_path: str | None = None
+    # Fingerprints of the submission (schema 5): the file's bytes, and its content in one
+    # canonical form (rows sorted by id, numbers written one way), so a replayed or cached
+    # answer is recognised however it was re-serialised (marts.duplicate_submissions).
+    submission_sha256: str | None = None
+    submission_normalized_sha256: str | None = None
+
+
+class SandboxReport(_Part):
+    """What the sandbox measured of the attempt's process, and where its output went."""
 
     wall_seconds: float | None = None
     cpu_seconds: float | None = None
     peak_memory_bytes: int | None = None
     exit_code: int | None = None
-    limit_exceeded: str | None = None
+    limit_exceeded: Limit | None = None
+
+    # The workspace when the attempt ended (schema 4): what its own filesystem held, and
+    # whether the disk cap ended the attempt (then nothing the agent wrote was kept: only the
+    # listing of its largest files, a run file). What the sandbox noted, for diagnosis.
+    workspace_bytes: int | None = None
+    workspace_files: int | None = None
+    workspace_removed: bool | None = None
+    workspace_listing_path: str | None = Field(
+        default=None, description="relative to the run folder"
+    )
+    sandbox_notes: list[str] | None = None
+
+    stdout_path: str | None = Field(default=None, description="relative to the run folder")
+    stderr_path: str | None = None
+
+
+class DriverReport(_Part):
+    """What the agent's driver adds: model usage and egress, counted by the harness."""
 
     # Model usage: from the API's usage fields (llm agents); unknown stays None, never 0.
     tokens_in: int | None = None
@@ -107,33 +151,43 @@ class RunRecord(BaseModel):
     )
     egress_bytes_up: int | None = None
     egress_bytes_down: int | None = None
-
-    # The workspace when the attempt ended (schema 4): what its own filesystem held, and
-    # whether the disk cap ended the attempt (then nothing the agent wrote was kept: only the
-    # listing of its largest files, a run file). What the sandbox noted, for diagnosis.
-    workspace_bytes: int | None = None
-    workspace_files: int | None = None
-    workspace_removed: bool | None = None
-    workspace_listing_path: str | None = Field(
-        default=None, description="relative to the run folder"
-    )
-    sandbox_notes: list[str] | None = None
-
-    task_spec_sha256: str
-    public_manifest_sha256: str | None = None
-    instructions_sha256: str | None = None
-    tmlbench_version: str
-    git_sha: str | None = None
-
-    stdout_path: str | None = Field(default=None, description="relative to the run folder")
-    stderr_path: str | None = None
     transcript_path: str | None = None
-    submission_path: str | None = None
-    # Fingerprints of the submission (schema 5): the file's bytes, and its content in one
-    # canonical form (rows sorted by id, numbers written one way), so a replayed or cached
-    # answer is recognised however it was re-serialised (marts.duplicate_submissions).
-    submission_sha256: str | None = None
-    submission_normalized_sha256: str | None = None
+
+
+class RunRecord(DriverReport, SandboxReport, Verdict, AttemptSetup):
+    """Everything known about one attempt. Flat on purpose: one field, one warehouse column.
+
+    Its fields are declared once, in its parts: each part is the typed value one step of an
+    attempt produces, and :meth:`assemble` puts them together.
+    """
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    finished_at: dt.datetime | None = None
+    local_validation_score: float | None = None
+    instructions_sha256: str | None = None
+
+    @classmethod
+    def assemble(
+        cls,
+        setup: AttemptSetup,
+        verdict: Verdict,
+        *,
+        finished_at: dt.datetime,
+        sandbox: SandboxReport | None = None,
+        driver: DriverReport | None = None,
+        instructions_sha256: str | None = None,
+        local_validation_score: float | None = None,
+    ) -> RunRecord:
+        parts = [part for part in (setup, verdict, sandbox, driver) if part is not None]
+        values = {name: value for part in parts for name, value in part}
+        return cls.model_validate(
+            values
+            | {
+                "finished_at": finished_at,
+                "instructions_sha256": instructions_sha256,
+                "local_validation_score": local_validation_score,
+            }
+        )
 
 
 def write_record(run_dir: Path, record: RunRecord) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -46,7 +47,9 @@ def paths_with_agents(tmp_path: Path, agents_dir: Path) -> Paths:
 def test_a_real_cli_passes_every_step(tmp_path: Path):
     paths = paths_with_agents(tmp_path, REPO_ROOT / "agents")
     agent = load_agent(paths.agents_dir, "codex-qwen3-coder-480b")
+    environment = dict(os.environ)
     report = check_agent(agent, paths, budget=180, stop_budget=15, work_dir=tmp_path / "check")
+    assert dict(os.environ) == environment  # the one-off key went to the gateway, not the env
     assert tuple(s.name for s in report.steps) == STEP_NAMES
     assert report.ok, [(s.name, s.detail, s.hint) for s in report.steps if not s.ok]
     by_name = {s.name: s for s in report.steps}

@@ -60,13 +60,20 @@ def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, m
     at = _run("router.py", app_snapshot, monkeypatch)
     board = at.dataframe[0].value
     assert list(board["agent_id"]) == ["alpha", "beta"]
-    assert "success_rate" in board.columns
+    assert list(board.columns) == [  # what people came for, first; the rest in the expander
+        "rank", "agent_id", "score", "score_interval", "p_rank_1", "success_rate",
+        "mean_rank_sd", "coverage", "contamination", "duplicates",
+    ]  # fmt: skip
+    assert "Spec metadata" in at.expander[0].label
+    (details,) = _frames(at, "harness", "provider", "model_id")
+    assert list(details["agent_id"]) == ["alpha", "beta"]
     at.selectbox(key="variant").set_value("largest_budget").run()
     assert not at.exception
     board = at.dataframe[0].value
     assert list(board["agent_id"]) == ["alpha", "beta"]
-    assert "p_rank_1" not in board.columns
-    coverage = at.dataframe[1].value.set_index("agent_id")
+    assert "p_rank_1" not in board.columns  # the bootstrap is of the primary variant only
+    (coverage,) = _frames(at, "is_ranked")
+    coverage = coverage.set_index("agent_id")
     assert not bool(coverage.loc["gamma", "is_ranked"])
 
 
@@ -87,6 +94,16 @@ def test_leaderboard_badges_replayed_submissions(app_snapshot: Path, monkeypatch
     assert duplicated[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["alpha", "t3", 600]
     ]
+
+
+def _record_tables(at: AppTest) -> list:
+    """The run explorer's table of the opened attempt's record (it has a run_id row)."""
+    return [t for t in _frames(at, "field", "value") if "run_id" in set(t["field"])]
+
+
+def _source_fields(at: AppTest) -> list:
+    """The run explorer's table of an imported attempt's source_fields."""
+    return [t for t in _frames(at, "field", "value") if "run_id" not in set(t["field"])]
 
 
 def _open(at: AppTest, run_id: str) -> AppTest:
@@ -121,7 +138,7 @@ def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, m
     from app import queries
 
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
-    assert not _frames(at, "field", "value")  # a tmlbench run has none
+    assert not _source_fields(at)  # a tmlbench run has none
     real_record = queries.run_record
     fields = {"mode": "agent", "temperature": 0.2, "secondary_r2": 0.41, "long": "x" * 5000}
     monkeypatch.setattr(
@@ -130,7 +147,7 @@ def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, m
         lambda path, run_id: real_record(path, run_id) | {"source_fields": json.dumps(fields)},
     )
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
-    (table,) = _frames(at, "field", "value")
+    (table,) = _source_fields(at)
     shown = dict(table.values.tolist())
     assert shown["mode"] == "agent" and shown["temperature"] == "0.2"
     assert shown["secondary_r2"] == "0.41"
@@ -147,7 +164,10 @@ def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypat
     assert 0 < len(successes) < total and set(successes["status"]) == {"success"}
     assert at.selectbox[0].value == successes["run_id"].iloc[0]
     assert at.subheader[0].value == f"` {successes['run_id'].iloc[0]} `"  # literally
-    assert at.json, "the opened attempt shows its record"
+    (record,) = _record_tables(at)
+    fields = record.set_index("field")["value"]
+    assert fields["run_id"] == successes["run_id"].iloc[0] and fields["status"] == "success"
+    assert not at.json, "the record is a table, not a collapsed JSON"
 
 
 def _charts(at: AppTest) -> list:
@@ -176,9 +196,9 @@ GATEWAY_TRANSCRIPT = [
 
 
 def test_run_explorer_shows_a_gateway_transcript_as_text(app_snapshot: Path, monkeypatch):  # noqa: F811
-    from app import queries
+    from app import run_files
 
-    monkeypatch.setattr(queries, "run_transcript", lambda record: GATEWAY_TRANSCRIPT)
+    monkeypatch.setattr(run_files, "run_transcript", lambda record: GATEWAY_TRANSCRIPT)
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
     texts = [str(t.value) for t in at.text]
     shown = "\n".join(texts)
@@ -267,17 +287,18 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     monkeypatch,
 ):
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
-    coverage = at.dataframe[1].value.set_index("agent_id")
+    (coverage,) = _frames(at, "is_ranked")
+    coverage = coverage.set_index("agent_id")
     assert coverage.loc["gamma", "badge"].endswith("⛔ 1 stopped at the harness-error ceiling")
     assert coverage.loc["gamma", "harness_errors"] == 3
     warning = " ".join(str(w.value) for w in at.warning)
     assert "1 setting(s) stopped at the harness-error ceiling" in warning
     assert "harness_error_ceiling" in warning and "Run explorer" in warning
-    stopped = at.dataframe[2].value
+    (stopped,) = _frames(at, "harness_error_ceiling")
     assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["gamma", "t2", 600]
     ]
-    assert stopped["harness_errors"].tolist() == ["⛔ 3 harness errors (ceiling 3)"]
+    assert stopped["harness_errors"].tolist() == ["⛔ 3 of 3: stopped at the ceiling"]
 
     at = _run("app_pages/settings.py", app_snapshot, monkeypatch)
     assert not any("harness-error ceiling" in str(w.value) for w in at.warning)  # t1: none
@@ -337,7 +358,7 @@ def _markdown_problems(at: AppTest) -> list[str]:
 
 
 def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):  # noqa: F811
-    from app import queries
+    from app import queries, run_files
 
     real_record = queries.run_record
 
@@ -352,8 +373,8 @@ def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):
         }
 
     monkeypatch.setattr(queries, "run_record", hostile_record)
-    monkeypatch.setattr(queries, "run_transcript", lambda record: HOSTILE_TRANSCRIPT)
-    monkeypatch.setattr(queries, "run_file_preview", lambda record, field, limit=0: HOSTILE)
+    monkeypatch.setattr(run_files, "run_transcript", lambda record: HOSTILE_TRANSCRIPT)
+    monkeypatch.setattr(run_files, "run_file_preview", lambda record, field, limit=0: HOSTILE)
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
 
     assert _markdown_problems(at) == []
@@ -366,7 +387,7 @@ def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):
     assert any("wrong_columns" in str(e.value) for e in at.error)
     usage = " ".join(str(c.value) for c in at.caption)
     assert "egress denied hosts" in usage and "127.0.0.1:9" in usage  # shown, but as code
-    (fields,) = _frames(at, "field", "value")  # an import's fields: table cells, not Markdown
+    (fields,) = _source_fields(at)  # an import's fields: table cells, not Markdown
     assert fields.values.tolist() == [[HOSTILE, HOSTILE]]
 
     # the checker itself: the old rendering (Markdown straight from the record) is caught

@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runner.attempt import AttemptContext, AttemptPlan, died_mid_attempt, run_attempt
+from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.errors import TmlbenchError
 from runner.records import read_record
 from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
+from runner.run_folder import died_mid_attempt
 from runner.sandbox import get_sandbox
 from runner.specs import AgentSpec
 from tests.conftest import prepared

@@ -1,4 +1,5 @@
-"""A small suite end to end through the CLI: parallel, resumable, leaderboard printed."""
+"""Running a suite: ``Bench`` and the ``tmlbench bench`` command (parallel, resumable, the
+harness-error ceiling), on small suites of real attempts."""
 
 from __future__ import annotations
 
@@ -10,19 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.attempt import HARNESS_DIED, AttemptPlan
-from runner.bench import (
-    CpuPool,
-    harness_failure_report,
-    next_attempt_indices,
-    run_settings,
-    suite_settings,
-)
+from runner.attempt import AttemptPlan
+from runner.bench import Bench, harness_failure_report
 from runner.config import REPO_ROOT
-from runner.errors import SpecError
+from runner.errors import SpecError, TmlbenchError
 from runner.prepare import prepared_task
 from runner.records import RunRecord, load_records, write_record
 from runner.registry import load_suite
+from runner.run_folder import HARNESS_DIED
+from runner.sandbox import get_sandbox
+from runner.scheduling import AttemptDone, CpuPool, run_settings
+from runner.settings import next_attempt_indices, suite_settings
 from runner.specs import SuiteSpec
 from tests.records import make_record
 
@@ -67,27 +66,27 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def test_bench_runs_a_suite_resumes_and_prints_the_leaderboard(cli_env, tmp_path):
+def test_bench_runs_a_suite_resumes_and_says_what_happened(cli_env, tmp_path):
     first = tmlbench(cli_env, "bench", "--suite", "mini")
     assert first.returncode == 0, first.stdout + first.stderr
     records = load_records(tmp_path / "runs" / "mini")
     assert len(records) == 2 * 2 * 2 * 2
     assert {r.status for r in records} == {"success"}
     assert {r.cpuset for r in records} <= {str(c) for c in os.sched_getaffinity(0)}
-    assert "baseline-linear" in first.stdout and "leaderboard" in first.stdout
+    out = " ".join(first.stdout.split())
+    assert "mini: 16 attempts recorded in 8 settings (16 new in this run): 16 success" in out
+    assert f"records: {tmp_path / 'runs' / 'mini'}" in out
+    assert "tmlbench warehouse build, then tmlbench leaderboard --suite mini" in out
+    assert "median" not in out  # what the scores mean is the warehouse's to say
 
     second = tmlbench(cli_env, "bench", "--suite", "mini")
     assert second.returncode == 0, second.stderr
+    assert "(0 new in this run)" in second.stdout
     again = load_records(tmp_path / "runs" / "mini")
     assert sorted(r.run_id for r in again) == sorted(r.run_id for r in records)
     assert [r.created_at for r in sorted(again, key=lambda r: r.run_id)] == [
         r.created_at for r in sorted(records, key=lambda r: r.run_id)
     ]
-
-    board = tmlbench(cli_env, "leaderboard", "--suite", "mini", "--min-successes", "2")
-    assert board.returncode == 0, board.stderr
-    lines = [line for line in board.stdout.splitlines() if "baseline-linear" in line]
-    assert lines and " 1 " in lines[0]  # linear outranks the constant floor
 
 
 def test_unknown_suite_and_task_errors_say_what_exists(cli_env):
@@ -99,6 +98,51 @@ def test_unknown_suite_and_task_errors_say_what_exists(cli_env):
     )
     result = tmlbench(cli_env, "tasks", "prepare", "no-such-task")
     assert result.returncode == 2 and "bank-customer-churn-ict-u-ai" in result.stdout
+
+
+def test_bench_prepares_and_runs_the_settings_it_is_given(paths):
+    suite = SuiteSpec(
+        id="one", title="t", tasks=[BANK], agents=["baseline-constant"], budgets=[30, 60],
+        attempts=2, twin_rows=300,
+    )  # fmt: skip
+    bench = Bench(suite, paths, get_sandbox("process"))
+    short = bench.settings[0].key  # 30 s; the 60 s setting runs later
+    with pytest.raises(TmlbenchError, match=r"tasks \['nope'\] are not in suite one"):
+        bench.prepare(["nope"])
+    prepared = bench.prepare()
+    assert list(prepared) == [BANK] and prepared[BANK].exists()
+    with pytest.raises(TmlbenchError, match=r"settings \['a\|b\|1'\] are not in suite one"):
+        bench.run(["a|b|1"])
+    with pytest.raises(TmlbenchError, match="needs a sandbox"):
+        Bench(suite, paths).run()
+
+    events: list[AttemptDone] = []
+    run = bench.run([short], on_progress=events.append)
+    assert [o.setting.key for o in run.outcomes] == [short]
+    assert run.new_attempts == 2 and run.status_counts() == {"success": 2}
+    assert run.harness_faults == [] and run.incomplete == []
+    assert [(e.new, e.settings_done, e.settings_total) for e in events] == [
+        (True, 0, 1),
+        (True, 1, 1),
+    ]
+    assert run.runs_dir == bench.layout.runs_dir
+
+    both = bench.run(on_progress=events.append)  # the recorded setting counts; the other runs
+    assert both.new_attempts == 2 and len(both.records) == 4
+    assert [e.new for e in events[2:4]] == [False, False]
+    assert events[-1].settings_done == events[-1].settings_total == 2
+
+
+def test_bench_refuses_tampered_data_before_any_attempt(paths):
+    suite = SuiteSpec(
+        id="one", title="t", tasks=[BANK], agents=["baseline-constant"], budgets=[30], twin_rows=300
+    )
+    bench = Bench(suite, paths, get_sandbox("process"))
+    train = bench.prepare()[BANK].public / "train.csv"
+    train.write_bytes(train.read_bytes()[:-10])
+    with pytest.raises(TmlbenchError, match="refusing to run it"):
+        bench.run()
+    assert not bench.layout.runs_dir.exists() or not any(bench.layout.runs_dir.iterdir())
 
 
 def test_cpu_pool_hands_out_disjoint_cpus():

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.attempt import STARTED_FILE, died_mid_attempt
-from runner.bench import next_attempt_indices
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.records import RECORD_FILE, TEMP_PREFIX, load_records, read_record, write_record
+from runner.run_folder import STARTED_FILE, died_mid_attempt
 from runner.sandbox import cgroups
+from runner.settings import next_attempt_indices
 from tests.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs

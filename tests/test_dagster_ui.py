@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.bench import setting_key
 from runner.config import REPO_ROOT
 from runner.registry import load_suite
+from runner.settings import setting_key
 from tests.servers import free_port, stop
 
 pytestmark = pytest.mark.slow

@@ -235,11 +235,14 @@ def wait_until_idle(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
 
 def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> tuple[int, int]:
     """Wait until the script run has finished and every table and chart on the page is drawn
-    (a data grid's canvas, a Vega-Lite chart's canvas or svg.marks); returns (tables, charts)."""
+    (a data grid's canvas, a Vega-Lite chart's canvas or svg.marks; not those in a closed
+    expander); returns (tables, charts) on the page."""
     wait_until_idle(page, timeout_ms)
     page.wait_for_function(
         f"""() => {{
+            // a table inside a closed expander is not drawn until it is opened
             const drawn = (selector, inner) => [...document.querySelectorAll(selector)]
+                .filter(el => !el.closest('details:not([open])'))
                 .every(el => el.querySelector(inner) && el.getBoundingClientRect().height > 0);
             return drawn('{TABLES}', 'canvas') && drawn('{CHARTS}', 'canvas, svg.marks');
         }}""",

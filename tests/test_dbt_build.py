@@ -10,9 +10,10 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pytest
+import yaml
 
 from runner.errors import TmlbenchError
-from runner.records import RunRecord
+from runner.records import STATUSES, RunRecord
 from tests.records import T0
 from tests.records import make_record as run_record
 from warehouse.marts import build_marts
@@ -29,9 +30,7 @@ PUBLIC_MARTS = {
     "task_ranks": ["agent_id", "task_id", "best_points", "rank"],
     "rank_stability": ["agent_id", "mean_rank", "rank_std"],
     "success_rates": [
-        "agent_id", "attempts", "successes", "success_rate", "n_success",
-        "n_invalid_submission", "n_no_submission", "n_timeout", "n_runtime_error",
-        "n_provider_error", "n_harness_error",
+        "agent_id", "attempts", "successes", "success_rate", *(f"n_{s}" for s in STATUSES),
     ],
     "setting_success_rates": [
         "agent_id", "task_id", "budget_seconds", "attempts", "successes", "success_rate",
@@ -275,3 +274,27 @@ def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifac
     build_marts(path, select="setting_success_rates+", artifacts_dir=artifacts)
     rates = read_mart(path, "setting_success_rates").set_index("agent_id")
     assert not rates["harness_error_ceiling_reached"].any()
+
+
+# --- the project's layout (no build) --------------------------------------------------------
+
+MODELS = Path(__file__).resolve().parents[1] / "dbt_project" / "models"
+# Models without arithmetic of their own (renames, casts, a filter, a join): no unit test.
+PASS_THROUGH = {
+    "stg_raw__agents", "stg_raw__baselines", "stg_raw__suites", "stg_raw__tasks",
+    "int_setting_runs", "counted_attempts",
+}  # fmt: skip
+
+
+def test_each_model_has_its_yaml_beside_it_and_its_arithmetic_a_unit_test():
+    """<model>.sql and <model>.yml side by side (as in dbt-labs/jaffle-shop); a YAML describes
+    and unit-tests only its own model."""
+    for sql in sorted(MODELS.rglob("*.sql")):
+        described = sql.with_suffix(".yml")
+        assert described.exists(), f"{sql.relative_to(MODELS)}: no {described.name} beside it"
+        spec = yaml.safe_load(described.read_text())
+        assert [m["name"] for m in spec.get("models", [])] == [sql.stem], described.name
+        tested = {test["model"] for test in spec.get("unit_tests", [])}
+        assert tested <= {sql.stem}, f"{described.name} unit-tests other models: {tested}"
+        if sql.parent.name in {"staging", "intermediate", "marts"} and sql.stem not in PASS_THROUGH:
+            assert tested, f"{sql.relative_to(MODELS)} has arithmetic and no unit test"

@@ -19,7 +19,7 @@ import pytest
 
 from runner.errors import HarnessError
 from runner.registry import load_agent
-from runner.sandbox import DockerSandbox, SandboxLimits, docker_problem, get_sandbox
+from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine, docker_problem, get_sandbox
 from runner.sandbox import docker as docker_backend
 from tests.test_attempt import attempt
 from tests.test_sandbox import AGENTS, MIB, Attempt, host_bait, probe_command
@@ -305,7 +305,7 @@ def test_orphans_of_a_dead_harness_are_removed(docker: DockerSandbox):
     dead = subprocess.Popen(["/bin/true"])
     dead.wait()
     boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    me_start = docker_backend._start_ticks(os.getpid())
+    me_start = docker_engine.start_ticks(os.getpid())
     names = {"orphan": f"tmlbench-test-orphan-{os.getpid()}"}
     names["other-boot"] = f"{names['orphan']}-oldboot"
     names["alive"] = f"{names['orphan']}-alive"

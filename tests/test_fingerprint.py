@@ -22,12 +22,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from runner import grading
 from runner.fingerprint import canonical_text, normalized_sha256
 from runner.grading import (
     InvalidSubmission,
     default_max_bytes,
     grade_submission,
+    guarded_open,
     hash_submission_file,
     load_answers,
 )
@@ -333,7 +333,7 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path, monkeypa
     secret = write(tmp_path, BASE, "answers.csv")
     link = tmp_path / "submission.csv"
     link.symlink_to(secret)
-    monkeypatch.setattr(grading.os, "lstat", os.stat)  # as if the link appeared just after
+    monkeypatch.setattr(guarded_open.os, "lstat", os.stat)  # as if the link appeared just after
     assert hash_submission_file(link, max_bytes=1 << 20) is None
     with pytest.raises(InvalidSubmission) as info:
         grade_submission(link, TASK, ANSWERS)
@@ -364,7 +364,7 @@ def test_an_oversized_file_gets_no_hash(tmp_path):
 
 
 def test_a_large_file_is_hashed_in_blocks(tmp_path):
-    data = os.urandom(3 * grading._HASH_BLOCK + 17)
+    data = os.urandom(3 * guarded_open._HASH_BLOCK + 17)
     path = write(tmp_path, data)
     assert hash_submission_file(path, max_bytes=len(data)) == sha(data)
     assert hash_submission_file(path, max_bytes=len(data) - 1) is None

@@ -17,7 +17,7 @@ import pytest
 
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
 from runner.gateway import server as gateway_server
-from runner.gateway.usage import ReplyParser
+from runner.gateway.reply_parser import ReplyParser
 
 REAL_KEY = "sk-real-SECRET-0123456789abcdef"
 
@@ -818,10 +818,10 @@ def test_harness_proxy_is_used_for_remote_providers_only(tmp_path: Path, monkeyp
     monkeypatch.setenv("NO_PROXY", "bypassed.example")
     kw = {"protocol": "openai-chat", "api_key": None, "transcript_path": tmp_path / "t"}
     remote = ProviderGateway(tmp_path / "s", base_url="https://api.example.com/v1", **kw)
-    assert remote._proxy is not None and remote._proxy[:2] == ("proxy.internal", 3128)
-    assert remote._proxy[2] == "Basic dXNlcjpwdw=="
+    assert remote._origin.proxy is not None and remote._origin.proxy[:2] == ("proxy.internal", 3128)
+    assert remote._origin.proxy[2] == "Basic dXNlcjpwdw=="
     for url in ("https://127.0.0.1:8000/v1", "https://localhost/v1", "https://bypassed.example/v1"):
-        assert ProviderGateway(tmp_path / "s", base_url=url, **kw)._proxy is None, url
+        assert ProviderGateway(tmp_path / "s", base_url=url, **kw)._origin.proxy is None, url
 
 
 def test_a_reply_the_provider_breaks_off_is_a_retry(tmp_path: Path):
@@ -1013,6 +1013,7 @@ def test_a_body_of_too_many_json_values_is_forwarded_unparsed(tmp_path: Path, mo
         response, _ = g.post("/v1/chat/completions", many)
         assert response.status == 200
         assert json.loads(g.upstream.seen[0].body) == many  # as sent: no include_usage added
-        call = next(e for e in g.events() if e["event"] == "model_call")
-        assert call["request"] == {"cut": "not parsed: over 1,000 commas and brackets"}
-        assert call["usage"] == {"input": 11, "output": 7}  # the reply is still read
+    # Read once the gateway stopped: the line is written after the client has its reply.
+    call = next(e for e in g.events() if e["event"] == "model_call")
+    assert call["request"] == {"cut": "not parsed: over 1,000 commas and brackets"}
+    assert call["usage"] == {"input": 11, "output": 7}  # the reply is still read

@@ -11,15 +11,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runner import grading
 from runner.errors import HarnessError
 from runner.grading import (
     REASON_CODES,
     GradeResult,
     InvalidSubmission,
+    csv_scan,
+    default_max_bytes,
     grade_submission,
     load_answers,
+    scoring,
     validate_submission,
+    validation,
 )
 from runner.metrics import Metric
 from runner.specs import TaskSpec
@@ -163,9 +166,9 @@ def test_too_large_default_cap_without_reading(setup):
     path = tmp / "submission.csv"
     with open(path, "wb") as f:  # sparse: 65 MiB on paper, nothing on disk
         f.truncate(65 * 1024 * 1024)
-    assert grading.default_max_bytes(N) == 64 * 1024 * 1024
+    assert default_max_bytes(N) == 64 * 1024 * 1024
     expect_invalid("too_large", path, task, answers, "67,108,864")
-    assert grading.default_max_bytes(1_000_000) == 200_000_000
+    assert default_max_bytes(1_000_000) == 200_000_000
 
 
 def test_binary_garbage(setup):
@@ -259,7 +262,7 @@ def test_a_10_mb_id_is_a_line_too_long(setup):
 
 def test_the_line_limit_is_exact(tmp_path):
     """A line of MAX_LINE_BYTES parses wherever it falls in Arrow's blocks; one byte more never."""
-    limit = grading.MAX_LINE_BYTES
+    limit = csv_scan.MAX_LINE_BYTES
     for pad in (1, 5000, limit // 2, limit - 30):
         for length, code in ((limit, "id_mismatch"), (limit + 1, "unreadable_csv")):
             ids = list(IDS)
@@ -275,7 +278,7 @@ def test_the_line_limit_is_exact(tmp_path):
 
 @pytest.mark.parametrize("where", ["header", "last line without its line end", "bare CR"])
 def test_long_lines_anywhere_are_named(tmp_path, where):
-    big = "5" * (grading.MAX_LINE_BYTES + 10)
+    big = "5" * (csv_scan.MAX_LINE_BYTES + 10)
     if where == "header":
         text, line = f"id,{big}\n" + "1000,0.5\n", 1
     elif where == "bare CR":
@@ -288,8 +291,8 @@ def test_long_lines_anywhere_are_named(tmp_path, where):
 
 @pytest.mark.parametrize("chunk", [3, 7, 64, 1 << 22])
 def test_first_long_line_across_scan_chunks(monkeypatch, chunk):
-    monkeypatch.setattr(grading, "_SCAN_CHUNK", chunk)
-    find = grading._first_long_line
+    monkeypatch.setattr(csv_scan, "_SCAN_CHUNK", chunk)
+    find = csv_scan.first_long_line
     assert find(b"ab\ncd\r\nef", 0, 2) is None
     assert find(b"ab\ncde\r\nef", 0, 2) == (3, 3)
     assert find(b"ab\r\ncd\rabcdefgh", 0, 5) == (7, 8)  # the last line, no line end
@@ -299,7 +302,7 @@ def test_first_long_line_across_scan_chunks(monkeypatch, chunk):
 
 
 def test_first_long_line_agrees_with_splitting_the_lines(monkeypatch):
-    monkeypatch.setattr(grading, "_SCAN_CHUNK", 16)
+    monkeypatch.setattr(csv_scan, "_SCAN_CHUNK", 16)
     rng = np.random.default_rng(12)
     for _ in range(3000):
         data = bytes(rng.choice(list(b"aaaaaaa\n\r"), size=int(rng.integers(0, 60))))
@@ -311,17 +314,17 @@ def test_first_long_line_agrees_with_splitting_the_lines(monkeypatch):
                 start = i + 1
         lines.append((start, len(data) - start))
         expected = next(((s, n) for s, n in lines if n > limit), None)
-        assert grading._first_long_line(data, 0, limit) == expected, (data, limit)
+        assert csv_scan.first_long_line(data, 0, limit) == expected, (data, limit)
 
 
 def test_bad_utf8_is_found_across_scan_chunks(monkeypatch):
-    monkeypatch.setattr(grading, "_SCAN_CHUNK", 4)
+    monkeypatch.setattr(csv_scan, "_SCAN_CHUNK", 4)
     text = "id,é€😀\n".encode()  # 2-, 3- and 4-byte characters straddle the 4-byte chunks
-    assert grading._first_bad_utf8(text) is None
+    assert csv_scan.first_bad_utf8(text) is None
     bad = text + "ab€".encode()[:-1] + b"x"  # a cut 3-byte character
-    assert grading._first_bad_utf8(bad) == len(text) + 2
-    assert grading._first_bad_utf8(text + b"\xff") == len(text)
-    assert grading._first_bad_utf8(text + "€".encode()[:2]) == len(text)  # cut at the end
+    assert csv_scan.first_bad_utf8(bad) == len(text) + 2
+    assert csv_scan.first_bad_utf8(text + b"\xff") == len(text)
+    assert csv_scan.first_bad_utf8(text + "€".encode()[:2]) == len(text)  # cut at the end
 
 
 def test_nul_bytes_are_named_with_their_line(setup):
@@ -553,8 +556,8 @@ def test_unexpected_error_becomes_invalid(setup, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("surprise")
 
-    monkeypatch.setattr(grading, "_integer_keys", boom)
-    monkeypatch.setattr(grading.pc, "index_in", boom)
+    monkeypatch.setattr(validation, "integer_keys", boom)
+    monkeypatch.setattr(validation.pc, "index_in", boom)
     err = expect_invalid("invalid", path, task, answers, "RuntimeError", "surprise")
     assert isinstance(err.__cause__, RuntimeError)
 
@@ -835,7 +838,7 @@ def test_a_metric_failing_only_on_the_predictions_is_an_invalid_submission(tmp_p
             raise ValueError("predictions too wild")
         return 1.0
 
-    monkeypatch.setattr(grading, "check_task_metric", lambda task: fake_metric(picky))
+    monkeypatch.setattr(scoring, "check_task_metric", lambda task: fake_metric(picky))
     path = write(tmp_path, csv_text(IDS, ["1e9"] * N))
     with pytest.raises(InvalidSubmission) as info:
         grade_submission(path, REGRESSION, answers_df("r"))
@@ -849,7 +852,7 @@ def test_a_bounded_metric_that_gives_inf_is_a_harness_error(tmp_path, monkeypatc
     def broken(y_true, y_pred):
         return float("inf") if y_pred[0] == 42.0 else 0.5
 
-    monkeypatch.setattr(grading, "check_task_metric", lambda task: fake_metric(broken, ""))
+    monkeypatch.setattr(scoring, "check_task_metric", lambda task: fake_metric(broken, ""))
     path = write(tmp_path, csv_text(IDS, [42.0] * N))
     with pytest.raises(HarnessError, match="cannot overflow: a bug in the metric"):
         grade_submission(path, REGRESSION, answers_df("r"))

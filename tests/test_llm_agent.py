@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from runner import drivers
 from runner.errors import TmlbenchError
-from runner.llm.session import ELIDED, _fit_context
+from runner.llm.conversation import ELIDED, fit_context
 from runner.llm.tools import (
     FRAME_SLACK,
     ProtocolViolation,
@@ -318,7 +318,7 @@ def test_fit_context_keeps_the_task_and_the_latest_exchange():
             {"id": f"c{i}", "type": "function", "function": {"name": "write_file", "arguments": args}}
         ]})  # fmt: skip
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "z" * 1000})
-    _fit_context(messages, 5_000)
+    fit_context(messages, 5_000)
     assert messages[1]["content"] == "task"
     assert messages[-1]["content"] == "z" * 1000  # the newest result is kept whole
     assert messages[2]["tool_calls"][0]["function"]["arguments"] == json.dumps(

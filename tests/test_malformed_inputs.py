@@ -18,7 +18,8 @@ import yaml
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.prepare import prepare_twin, verify_public
+from runner.prepare import prepare_twin
+from runner.prepared import verify_public
 from runner.records import RECORD_FILE, write_record
 from runner.registry import load_agent, load_task, task_spec_sha256
 from runner.sandbox import get_sandbox
@@ -172,7 +173,7 @@ def test_a_missing_public_file_or_manifest_entry_is_named(paths):
     task = load_task(paths.tasks_dir, BANK)
     prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=300)
     (prepared.public / "test.csv").unlink()
-    manifest = prepared.manifest()
+    manifest = json.loads(prepared.manifest_path.read_text())
     del manifest["files"]["description.md"]
     prepared.manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(TmlbenchError) as caught:

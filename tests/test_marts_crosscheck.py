@@ -18,9 +18,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from runner.leaderboard import SETTING, compute_leaderboard, counted_attempts, records_frame
-from runner.leaderboard import success_rates as reference_success_rates
 from runner.records import STATUSES, RunRecord
+from tests.support.leaderboard_reference import (
+    SETTING,
+    compute_leaderboard,
+    counted_attempts,
+    records_frame,
+)
+from tests.support.leaderboard_reference import success_rates as reference_success_rates
 from tests.test_dbt_build import (
     insert_agents,
     insert_runs,

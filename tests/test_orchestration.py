@@ -6,6 +6,7 @@ temporary data/runs folders: real twins, real sandboxed attempts, a real dbt bui
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,19 +17,19 @@ import pytest
 import yaml
 
 from runner.audit import coverage_gaps, manifest_drift, private_references
-from runner.bench import (
+from runner.config import REPO_ROOT, Paths
+from runner.errors import SpecError, TmlbenchError
+from runner.prepare import prepared_task
+from runner.records import load_records
+from runner.settings import (
     next_attempt_indices,
     parse_setting_key,
     setting_key,
     suite_settings,
 )
-from runner.config import REPO_ROOT, Paths
-from runner.errors import SpecError, TmlbenchError
-from runner.prepare import prepared_task
-from runner.records import load_records
 from runner.specs import SuiteSpec
 from tests.records import make_record
-from warehouse.marts import DBT_PROJECT_DIR
+from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 from warehouse.snapshot import publish_snapshot
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -136,12 +137,8 @@ def test_snapshot_is_a_complete_copy_swapped_in_atomically(tmp_path):
 def dbt_manifest() -> Path:
     """The dbt manifest the definitions load (built explicitly, as `make manifest` does)."""
     target = DBT_PROJECT_DIR / "target"
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "dbt"), "parse", "--quiet", "--project-dir",
-         str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR), "--target-path", str(target)],
-        env={"TMLBENCH_WAREHOUSE": "unused-by-parse.duckdb", "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    unused = Path("unused-by-parse.duckdb")
+    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(unused)])
     assert result.returncode == 0, result.stdout + result.stderr
     return target / "manifest.json"
 
@@ -242,7 +239,7 @@ def test_whole_graph_materializes_resumes_and_reports(world):
     assert again.success
     meta = materializations(again, "agent_runs")[0].metadata
     assert meta["new_attempts"].value == 0 and meta["attempts"].value == 2
-    assert meta["median_score"].value == pytest.approx(0.5)
+    assert meta["scores"].value == pytest.approx([0.5, 0.5])  # facts only: medians are dbt's
     assert "| 0 | `baseline-constant__" in meta["attempts_table"].value
     assert sorted((r.run_id, r.created_at) for r in load_records(world.runs_dir)) == sorted(
         (r.run_id, r.created_at) for r in records
@@ -316,6 +313,45 @@ def test_a_sandbox_that_raises_is_a_harness_error(world):
     assert "sandbox exploded" in str(result.get_step_failure_events()[0].step_failure_data.error)
     # the round's two attempts are recorded as the harness's fault, and no retry follows
     assert [r.status for r in load_records(world.runs_dir)] == ["harness_error"] * 2
+
+
+@pytest.mark.sandbox
+def test_make_run_shows_bars_and_a_summary_and_logs_everything_to_a_file(tmp_path, dbt_manifest):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    suite = {
+        "id": "one", "title": "one", "tasks": [BANK], "agents": ["baseline-constant"],
+        "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "one", "runs_subdir": "one",
+    }  # fmt: skip
+    (suites / "one.yaml").write_text(yaml.safe_dump(suite))
+    env = {name: value for name, value in os.environ.items() if name != "DAGSTER_HOME"}
+    env |= {
+        "TMLBENCH_SUITES_DIR": str(suites),
+        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
+        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
+        "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestration.materialize", "--suite", "one"],
+        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    terminal = result.stdout + result.stderr
+    assert result.returncode == 0, terminal
+
+    # the terminal: a bar per phase and a summary, no Dagster log lines, no dbt output
+    assert " - dagster - " not in terminal and "Warning" not in terminal
+    assert "Running with dbt" not in terminal and " START " not in terminal
+    assert "prepare tasks: ok" in terminal and "1 tasks" in terminal
+    assert "agent runs: ok" in terminal and "2 new attempts (2 success)" in terminal
+    assert "warehouse, dbt, snapshot: ok" in terminal
+    assert len(terminal.splitlines()) <= 12, terminal
+    (log,) = (tmp_path / "data" / "logs").glob("*.log")
+    assert f"full log: {log}" in terminal
+
+    # the log file: every Dagster event and dbt's whole output
+    text = log.read_text(encoding="utf-8")
+    assert " - dagster - INFO - " in text and "ASSET_CHECK_EVALUATION" in text
+    assert "Running with dbt=" in text and "Completed successfully" in text
 
 
 def test_definitions_load_with_the_demo_suite(dbt_manifest):

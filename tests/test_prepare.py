@@ -65,10 +65,10 @@ def test_public_files_follow_the_contract(paths):
     # stratified: the churn rate is the same on both sides of the split
     assert abs(train["Exited"].mean() - answers["Exited"].mean()) < 0.01
     manifest = prepared.manifest()
-    assert manifest["task"]["target_column"] == "Exited"
-    for name, entry in manifest["files"].items():
-        assert entry["sha256"] == hashlib.sha256((prepared.public / name).read_bytes()).hexdigest()
-    assert manifest["files"]["train.csv"]["rows"] == 800
+    assert manifest.task.target_column == "Exited"
+    for name, entry in manifest.files.items():
+        assert entry.sha256 == hashlib.sha256((prepared.public / name).read_bytes()).hexdigest()
+    assert manifest.rows("train.csv") == 800
     meta = json.loads((prepared.private / "meta.json").read_text())
     assert meta["bayes_optimal_score"] > meta["constant_score"] + 0.1
 
@@ -129,3 +129,15 @@ def test_download_without_train_file_says_what_it_has(paths, tmp_path):
         zf.writestr("readme.txt", "nothing here")
     with pytest.raises(TmlbenchError, match=r"no train\.csv.*readme\.txt"):
         prepare_from_download(task, paths.tasks_dir, paths.data_dir, archive)
+
+
+def test_a_broken_manifest_is_refused_naming_the_file_and_the_field(paths):
+    task = load_task(paths.tasks_dir, BANK)
+    prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=300)
+    manifest = json.loads(prepared.manifest_path.read_text())
+    manifest["files"]["test.csv"]["rows"] = "two hundred"
+    prepared.manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(TmlbenchError) as caught:
+        prepared.manifest()
+    message = str(caught.value)
+    assert str(prepared.manifest_path) in message and "files.test.csv.rows" in message

@@ -17,6 +17,7 @@ from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.registry import list_agents
 from tests.support import tml_bench as tb
+from tests.support.cli_imports import HEAVY, imported_by
 from tests.test_warehouse_loader import rec, write, write_raw
 from warehouse.db import connect
 
@@ -37,7 +38,7 @@ def invoke(env: dict[str, str], *args: str):
 
 
 def test_commands_are_registered_through_entry_points():
-    assert {"warehouse", "import", "sql"} <= set(cli.commands)
+    assert {"warehouse", "import", "sql", "leaderboard"} <= set(cli.commands)
 
 
 def test_warehouse_load_prints_counts_and_is_idempotent(env):
@@ -113,6 +114,52 @@ def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
     assert [row[:2] for row in csv.reader(io.StringIO(board.output))][1:] == [["1", "a"]]
     scores = invoke(env, "sql", "--csv", "-f", str(QUERIES / "setting_scores.sql"))
     assert scores.exit_code == 0 and ",a," in scores.output.replace("\n", ",")
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The body rows of every rich table in ``output``, as lists of stripped cells."""
+    lines = [line for line in output.splitlines() if line.startswith("│")]
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines]
+
+
+def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
+    """Agent c ran under suite demo, a and b outside it: the marts rank a and c, the demo
+    board shows c's rows only (its rank among every agent, not recomputed)."""
+    runs = Path(env["TMLBENCH_RUNS_DIR"])
+    for minute in range(2):
+        write(runs, rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo"))
+    built = invoke(env, "warehouse", "build", "--counted-successes", "1")
+    assert built.exit_code == 0, built.output
+    board = invoke(env, "leaderboard", "--suite", "demo")
+    assert board.exit_code == 0, board.output
+    assert board.output.startswith("tmlbench leaderboard: ") and "(demo)" in board.output
+    ranking, medians = table_rows(board.output)[:1], table_rows(board.output)[1:]
+    assert ranking == [["1", "c", "1.000", "1.000", "1.000", "1.00 ± -", "100%", "0.0000"]]
+    assert "setting medians (first 1 successes)" in board.output
+    assert medians == [["t", "c", "0.7500"]]  # the first success only
+    assert "not ranked" not in board.output  # b lacks successes, but outside the suite
+    warehouse = Path(env["TMLBENCH_WAREHOUSE"])
+    # not even the pandas DuckDB's client imports to inspect a bound parameter
+    loaded = imported_by("leaderboard", "--suite", "demo", warehouse=warehouse)
+    assert not loaded & (HEAVY - {"duckdb"})
+
+    unknown = invoke(env, "leaderboard", "--suite", "nope")
+    assert isinstance(unknown.exception, TmlbenchError)
+    assert "unknown suite 'nope'" in str(unknown.exception) and "demo" in str(unknown.exception)
+    idle = invoke(env, "leaderboard", "--suite", "tml-v1")
+    assert "no attempt of suite 'tml-v1'" in str(idle.exception)
+
+
+def test_leaderboard_without_marts_says_how_to_build_them(env, tmp_path: Path):
+    missing = invoke(env, "leaderboard", "--warehouse", str(tmp_path / "none.duckdb"))
+    assert isinstance(missing.exception, TmlbenchError)
+    assert "no warehouse at" in str(missing.exception)
+    assert "tmlbench warehouse build" in str(missing.exception)
+    assert invoke(env, "warehouse", "load").exit_code == 0
+    unbuilt = invoke(env, "leaderboard")
+    assert isinstance(unbuilt.exception, TmlbenchError)
+    assert "no marts.leaderboard" in str(unbuilt.exception)
+    assert "tmlbench warehouse build" in str(unbuilt.exception)
 
 
 def test_import_tml_bench_command(env, tmp_path: Path):

@@ -1,7 +1,9 @@
-"""``tmlbench warehouse load``, ``tmlbench import tml-bench``, ``tmlbench sql``.
+"""``tmlbench warehouse load|build``, ``tmlbench import tml-bench``, ``tmlbench sql``,
+``tmlbench leaderboard``.
 
 Registered through the ``tmlbench.commands`` entry points (pyproject.toml); the runner's CLI
-never imports this module by name.
+never imports this module by name. It loads with every ``tmlbench`` command, ``--help``
+included, so DuckDB, dbt and the importers are imported inside the commands that use them.
 """
 
 from __future__ import annotations
@@ -10,20 +12,17 @@ import csv
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import duckdb
-from rich.console import Console
-from rich.table import Table
 
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect, warehouse_path
-from warehouse.importers.tml_bench import import_tml_bench
-from warehouse.loader import LoadReport, load_runs, load_specs
-from warehouse.marts import build_marts
+from runner.terminal import console
+from warehouse.db import WAREHOUSE_ENV, connect, warehouse_path
 
-console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
+if TYPE_CHECKING:
+    from warehouse.loader import LoadReport
 
 warehouse_option = click.option(
     "--warehouse",
@@ -60,6 +59,9 @@ RUNS_DIR_OPTION = click.option(
 
 def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadReport:
     """Specs, then every record under the runs dir, into ``db``; prints what happened."""
+    from warehouse.db import apply_ddl
+    from warehouse.loader import LoadReport, load_runs, load_specs
+
     runs_dir = runs_dir or paths.runs_dir
     con = connect(db)
     try:
@@ -108,6 +110,8 @@ def warehouse_build(
 
     Rejected records are reported and left out; the marts are built from the rest.
     """
+    from warehouse.marts import build_marts  # dbt: seconds to import, only for a build
+
     db = _resolve(warehouse_file)
     _load_everything(paths or Paths.from_env(), runs_dir, db)
     dbt_vars = {"counted_successes": counted_successes} if counted_successes else None
@@ -131,6 +135,8 @@ def import_group() -> None:
 def import_tml_bench_cmd(sources: Sequence[Path], warehouse_file: Path | None) -> None:
     """Import the original TML-bench's results: its SQLite database (.sqlite/.db) or a folder
     of its result.json files (exit code 1 if any run is rejected)."""
+    from warehouse.importers.tml_bench import import_tml_bench
+
     db = _resolve(warehouse_file)
     con = connect(db)
     try:
@@ -183,6 +189,8 @@ def sql(
     warehouse_file: Path | None,
 ) -> None:
     """Run a SQL QUERY against the warehouse (read-only unless --write) and print the result."""
+    import duckdb
+
     if (query is None) == (query_file is None):
         raise TmlbenchError("give a query or -f FILE (exactly one of them)")
     text = query_file.read_text(encoding="utf-8") if query_file else query
@@ -209,9 +217,23 @@ def sql(
         writer.writerow(columns)
         writer.writerows(rows)
         return
+    from rich.table import Table
+
     table = Table(*columns)
     for row in rows[:max_rows]:
         table.add_row(*("" if v is None else str(v) for v in row))
     console.print(table)
     shown = f"{max_rows:,} of " if len(rows) > max_rows else ""
     console.print(f"{shown}{len(rows):,} row{'s' if len(rows) != 1 else ''}")
+
+
+@click.command("leaderboard")
+@click.option(
+    "--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml)."
+)
+@warehouse_option
+def leaderboard(suite_id: str, warehouse_file: Path | None) -> None:
+    """Print a suite's leaderboard from the marts (built by `tmlbench warehouse build`)."""
+    from warehouse.leaderboard import print_board, read_board
+
+    print_board(console, read_board(_resolve(warehouse_file), suite_id))

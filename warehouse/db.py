@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
+
+if TYPE_CHECKING:
+    import duckdb
 
 WAREHOUSE_ENV = "TMLBENCH_WAREHOUSE"
 DEFAULT_WAREHOUSE = REPO_ROOT / "warehouse" / "tmlbench.duckdb"
@@ -29,6 +31,8 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> duckdb.D
     Every problem a user can fix (file locked by another process, missing file for a
     read-only connection, not a DuckDB file) becomes a TmlbenchError naming the path.
     """
+    import duckdb  # here, not at the top: the CLI lists its commands without loading DuckDB
+
     path = warehouse_path() if path is None else Path(path)
     if read_only and not path.is_file():
         raise TmlbenchError(

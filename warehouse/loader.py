@@ -32,7 +32,7 @@ from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
 from runner.records import RunRecord, iter_record_paths
 from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
-from runner.specs import AgentSpec, SuiteSpec
+from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 from warehouse.db import apply_ddl
 
 SOURCE_TMLBENCH = "tmlbench"
@@ -301,58 +301,9 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
     tasks = list_tasks(paths.tasks_dir) if paths.tasks_dir.is_dir() else []
     agents = list_agents(paths.agents_dir) if paths.agents_dir.is_dir() else []
     suites = _suites(paths.suites_dir)
-    task_rows = pa.table(
-        {
-            "task_id": pa.array([t.id for t in tasks], pa.string()),
-            "title": pa.array([t.title for t in tasks], pa.string()),
-            "task_type": pa.array([t.task_type for t in tasks], pa.string()),
-            "metric_name": pa.array([t.metric.name for t in tasks], pa.string()),
-            "metric_direction": pa.array([t.metric.direction for t in tasks], pa.string()),
-            "id_column": pa.array([t.id_column for t in tasks], pa.string()),
-            "target_column": pa.array([t.target_column for t in tasks], pa.string()),
-            "start_date": pa.array([t.start_date for t in tasks], pa.date32()),
-            "kaggle_competition": pa.array(
-                [t.source.kaggle.competition if t.source.kaggle else None for t in tasks],
-                pa.string(),
-            ),
-            "twin_default_rows": pa.array(
-                [t.source.twin.default_rows if t.source.twin else None for t in tasks], pa.int64()
-            ),
-            "spec_sha256": pa.array(
-                [task_spec_sha256(paths.tasks_dir, t.id) for t in tasks], pa.string()
-            ),
-            "loaded_at": pa.array([now] * len(tasks), pa.timestamp("us", tz="UTC")),
-        }
-    )
-    agent_rows = pa.table(
-        {
-            "agent_id": pa.array([a.id for a in agents], pa.string()),
-            "kind": pa.array([a.kind for a in agents], pa.string()),
-            "title": pa.array([a.title for a in agents], pa.string()),
-            "harness": pa.array([a.harness for a in agents], pa.string()),
-            "harness_version": pa.array([a.harness_version for a in agents], pa.string()),
-            "provider": pa.array([a.model.provider for a in agents], pa.string()),
-            "model_id": pa.array([a.model.model_id for a in agents], pa.string()),
-            "knowledge_cutoff": pa.array([a.model.knowledge_cutoff for a in agents], pa.date32()),
-            "price_in_per_mtok_usd": pa.array([_price(a, "input") for a in agents], pa.float64()),
-            "price_out_per_mtok_usd": pa.array([_price(a, "output") for a in agents], pa.float64()),
-            "source": pa.array(["spec"] * len(agents), pa.string()),
-            "loaded_at": pa.array([now] * len(agents), pa.timestamp("us", tz="UTC")),
-        }
-    )
-    suite_rows = pa.table(
-        {
-            "suite_id": pa.array([s.id for s, _ in suites], pa.string()),
-            "title": pa.array([s.title for s, _ in suites], pa.string()),
-            "attempts": pa.array([s.attempts for s, _ in suites], pa.int32()),
-            "attempt_ceiling": pa.array([s.attempt_ceiling for s, _ in suites], pa.int32()),
-            "harness_error_ceiling": pa.array(
-                [s.harness_error_ceiling for s, _ in suites], pa.int32()
-            ),
-            "spec_sha256": pa.array([sha for _, sha in suites], pa.string()),
-            "loaded_at": pa.array([now] * len(suites), pa.timestamp("us", tz="UTC")),
-        }
-    )
+    task_rows = _task_rows(tasks, paths.tasks_dir, now)
+    agent_rows = _agent_rows(agents, now)
+    suite_rows = _suite_rows(suites, now)
     con.execute("begin transaction")
     try:
         con.register("_tmlbench_tasks", task_rows)
@@ -376,6 +327,70 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
         con.unregister("_tmlbench_agents")
         con.unregister("_tmlbench_suites")
     return {"tasks": len(tasks), "agents": len(agents), "suites": len(suites)}
+
+
+def _task_rows(tasks: list[TaskSpec], tasks_dir: Path, now: dt.datetime) -> pa.Table:
+    """raw.tasks rows of the task specs."""
+    return pa.table(
+        {
+            "task_id": pa.array([t.id for t in tasks], pa.string()),
+            "title": pa.array([t.title for t in tasks], pa.string()),
+            "task_type": pa.array([t.task_type for t in tasks], pa.string()),
+            "metric_name": pa.array([t.metric.name for t in tasks], pa.string()),
+            "metric_direction": pa.array([t.metric.direction for t in tasks], pa.string()),
+            "id_column": pa.array([t.id_column for t in tasks], pa.string()),
+            "target_column": pa.array([t.target_column for t in tasks], pa.string()),
+            "start_date": pa.array([t.start_date for t in tasks], pa.date32()),
+            "kaggle_competition": pa.array(
+                [t.source.kaggle.competition if t.source.kaggle else None for t in tasks],
+                pa.string(),
+            ),
+            "twin_default_rows": pa.array(
+                [t.source.twin.default_rows if t.source.twin else None for t in tasks], pa.int64()
+            ),
+            "spec_sha256": pa.array(
+                [task_spec_sha256(tasks_dir, t.id) for t in tasks], pa.string()
+            ),
+            "loaded_at": pa.array([now] * len(tasks), pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def _agent_rows(agents: list[AgentSpec], now: dt.datetime) -> pa.Table:
+    """raw.agents rows of the agent specs (source 'spec')."""
+    return pa.table(
+        {
+            "agent_id": pa.array([a.id for a in agents], pa.string()),
+            "kind": pa.array([a.kind for a in agents], pa.string()),
+            "title": pa.array([a.title for a in agents], pa.string()),
+            "harness": pa.array([a.harness for a in agents], pa.string()),
+            "harness_version": pa.array([a.harness_version for a in agents], pa.string()),
+            "provider": pa.array([a.model.provider for a in agents], pa.string()),
+            "model_id": pa.array([a.model.model_id for a in agents], pa.string()),
+            "knowledge_cutoff": pa.array([a.model.knowledge_cutoff for a in agents], pa.date32()),
+            "price_in_per_mtok_usd": pa.array([_price(a, "input") for a in agents], pa.float64()),
+            "price_out_per_mtok_usd": pa.array([_price(a, "output") for a in agents], pa.float64()),
+            "source": pa.array(["spec"] * len(agents), pa.string()),
+            "loaded_at": pa.array([now] * len(agents), pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def _suite_rows(suites: list[tuple[SuiteSpec, str]], now: dt.datetime) -> pa.Table:
+    """raw.suites rows of the suite specs, with each file's sha256."""
+    return pa.table(
+        {
+            "suite_id": pa.array([s.id for s, _ in suites], pa.string()),
+            "title": pa.array([s.title for s, _ in suites], pa.string()),
+            "attempts": pa.array([s.attempts for s, _ in suites], pa.int32()),
+            "attempt_ceiling": pa.array([s.attempt_ceiling for s, _ in suites], pa.int32()),
+            "harness_error_ceiling": pa.array(
+                [s.harness_error_ceiling for s, _ in suites], pa.int32()
+            ),
+            "spec_sha256": pa.array([sha for _, sha in suites], pa.string()),
+            "loaded_at": pa.array([now] * len(suites), pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def _suites(suites_dir: Path) -> list[tuple[SuiteSpec, str]]:

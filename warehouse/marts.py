@@ -1,28 +1,27 @@
-"""Build the dbt marts (dbt_project/) over a DuckDB warehouse, programmatically.
+"""Build the dbt marts (dbt_project/) over a DuckDB warehouse.
 
-`build_marts` runs `dbt build` (models, data tests, unit tests) through dbt's Python entry
-point with the project's own profile, pointing it at the warehouse file through
-`TMLBENCH_WAREHOUSE`. It first applies the raw schema so a fresh warehouse builds too (with
-empty marts).
+`build_marts` runs `dbt build` (models, data tests, unit tests) through warehouse/dbt.py, which
+owns how dbt is invoked, and reads the outcome from dbt's run_results.json. It first applies
+the raw schema so a fresh warehouse builds too (with empty marts).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from warehouse.db import WAREHOUSE_ENV, apply_ddl, connect
+from warehouse.db import apply_ddl, connect
+from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 
-DBT_PROJECT_DIR = REPO_ROOT / "dbt_project"
+__all__ = ["DBT_PROJECT_DIR", "MartsResult", "NodeResult", "build_marts", "ensure_raw_schema"]
+
 FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
+OUTPUT_TAIL_LINES = 20
 
 
 @dataclass(frozen=True)
@@ -65,86 +64,52 @@ def build_marts(
     dbt_vars: overrides of the project vars (counted_successes, bootstrap_replicates, ...).
     artifacts_dir: where dbt writes target/ and logs/ (default: dbt_project/target, logs).
     """
-    from dbt.cli.main import dbtRunner  # dbt is heavy to import: only when building
-
     warehouse_path = Path(warehouse_path).resolve()
     ensure_raw_schema(warehouse_path)
     target_dir = (artifacts_dir / "target") if artifacts_dir else DBT_PROJECT_DIR / "target"
     log_dir = (artifacts_dir / "logs") if artifacts_dir else DBT_PROJECT_DIR / "logs"
-    args = [
-        "build",
-        "--project-dir",
-        str(DBT_PROJECT_DIR),
-        "--profiles-dir",
-        str(DBT_PROJECT_DIR),
-        "--target-path",
-        str(target_dir),
-        "--log-path",
-        str(log_dir),
-        "--quiet",
-        "--no-use-colors",
-    ]
+    run_results = target_dir / "run_results.json"
+    run_results.unlink(missing_ok=True)  # a build that dies early must not report an old one
+    args = ["build", "--target-path", str(target_dir), "--log-path", str(log_dir)]
+    args += ["--quiet", "--no-use-colors", *vars_args(warehouse_path, dbt_vars)]
     if select:
-        args += ["--select", select]
-    if dbt_vars:
-        args += ["--vars", json.dumps(dict(dbt_vars))]
+        # cautious: a test runs only when every model it reads is selected (a relationships test
+        # from an unselected mart to a selected one would read a table this build never made).
+        args += ["--select", select, "--indirect-selection", "cautious"]
 
     started = time.perf_counter()
-    with _env(WAREHOUSE_ENV, str(warehouse_path)):
-        try:
-            outcome = dbtRunner().invoke(args)
-        finally:
-            _release_duckdb()
+    outcome = run_dbt(args)
     seconds = time.perf_counter() - started
 
-    nodes = [
-        NodeResult(
-            unique_id=result.node.unique_id,
-            status=str(result.status),
-            seconds=float(result.execution_time or 0.0),
-            message=result.message,
-        )
-        for result in (getattr(outcome.result, "results", None) or [])
-    ]
+    nodes = _node_results(run_results)
     failed = [node for node in nodes if node.status in FAILED_STATUSES]
-    if not outcome.success or failed:
+    if outcome.returncode != 0 or failed:
         lines = [f"  {node.unique_id}: {node.status}: {node.message}" for node in failed]
         skipped = sum(1 for node in nodes if node.status == "skipped")
         if skipped:
             lines.append(f"  ({skipped} downstream nodes skipped)")
-        if outcome.exception is not None:
-            lines.append(f"  dbt: {outcome.exception}")
+        if not failed:  # dbt stopped before any node ran (project, profile, var): say why
+            output = (outcome.stdout + outcome.stderr).strip().splitlines()
+            lines += [f"  dbt: {line}" for line in output[-OUTPUT_TAIL_LINES:]]
+            lines.append(f"  (the full dbt log is in {log_dir})")
         raise TmlbenchError(
             f"dbt build of {warehouse_path} failed ({len(failed)} failing nodes):\n"
-            + "\n".join(lines or ["  (no node failed; see the dbt log in " + str(log_dir) + ")"])
+            + "\n".join(lines)
         )
     return MartsResult(warehouse_path=warehouse_path, seconds=seconds, nodes=nodes)
 
 
-def _release_duckdb() -> None:
-    """Close the DuckDB database dbt-duckdb keeps open after a build.
-
-    dbt-duckdb caches one DuckDB instance per process (DuckDBConnectionManager._ENV); left
-    open it holds the file's lock, so other processes (the app, the loader) and read-only
-    connections of this one could not open the warehouse.
-    """
-    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
-
-    with DuckDBConnectionManager._LOCK:
-        environment = DuckDBConnectionManager._ENV
-        DuckDBConnectionManager._ENV = None
-    if environment is not None:
-        environment.close()
-
-
-@contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
+def _node_results(run_results: Path) -> list[NodeResult]:
+    """Every node of dbt's run_results.json (none when dbt stopped before writing it)."""
+    if not run_results.is_file():
+        return []
+    results = json.loads(run_results.read_text(encoding="utf-8")).get("results", [])
+    return [
+        NodeResult(
+            unique_id=result["unique_id"],
+            status=str(result["status"]),
+            seconds=float(result.get("execution_time") or 0.0),
+            message=result.get("message"),
+        )
+        for result in results
+    ]

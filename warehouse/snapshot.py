@@ -15,8 +15,9 @@ import duckdb
 
 from warehouse.db import connect
 
-# raw too: the dashboard shows agent metadata (raw.agents) and explores attempts (raw.runs).
-SNAPSHOT_SCHEMAS = ("marts", "raw")
+# display: the models the dashboard's pages show (dbt_project/models/display/); marts: the
+# tables it shows as they are and what people query; raw: the attempts the run explorer lists.
+SNAPSHOT_SCHEMAS = ("display", "marts", "raw")
 
 
 def snapshot_path(warehouse: Path) -> Path:

@@ -120,6 +120,71 @@ def fit_candidate(
     return FitResult(model, params, learning_rate, best_iter, per_iter_row, score)
 
 
+def search(ctx, tables, frames, split, tier: Tier, prior) -> FitResult | None:
+    """Fit the tier's candidates while time allows; the best, its submission written."""
+    import metrics
+    import tabular
+
+    clock = ctx.clock
+    task_type = tables.task.task_type
+    fit_index = split[0]
+    best: FitResult | None = None
+    n_all = tables.y.size
+    queue = [(params, tier.learning_rate) for params in tier.candidates]
+    for number, (params, rate) in enumerate(queue):
+        if best is not None:
+            # the next candidate and the final refit must both fit in the remaining time
+            refit_cost = best.seconds_per_iter_row * n_all * best.best_iter * 1.2
+            slower = best.learning_rate / rate
+            fit_cost = best.seconds_per_iter_row * fit_index.size * best.best_iter * 2 * slower
+            if not clock.can_start(fit_cost + refit_cost):
+                common.log(f"[{clock.elapsed():.1f}s] no time for more candidates")
+                break
+            finish_by = clock.deadline() - refit_cost
+        else:
+            # leave room for the refit on all rows (about 1.4 times this fit)
+            finish_by = clock.elapsed() + (clock.deadline() - clock.elapsed()) / 2.4
+        max_iter = round(tier.max_iter * tier.learning_rate / rate)
+        result = fit_candidate(ctx, tables, frames, split, params, rate, max_iter, finish_by)
+        common.log(
+            f"[{clock.elapsed():.1f}s] candidate {number} {params} rate {rate:.3g}: best iteration "
+            f"{result.best_iter}, {tables.metric} {result.score:.6f}"
+        )
+        if metrics.better(result.score, best.score if best else None, tables.direction):
+            best = result
+            tabular.write_submission(
+                ctx, tables, predict(best.model, frames.test, task_type), prior
+            )
+        if tier.refine and number == len(tier.candidates) - 1 and best is not None:
+            queue.append((best.params, best.learning_rate / 3))
+    return best
+
+
+def refit(ctx, tables, frames, best: FitResult, prior) -> None:
+    """Refit the best candidate on all rows, if the clock allows, and write its submission."""
+    import tabular
+
+    clock = ctx.clock
+    task_type = tables.task.task_type
+    n_all = tables.y.size
+    iterations = math.ceil(best.best_iter * 1.1) + 1
+    refit_cost = best.seconds_per_iter_row * n_all * iterations * 1.3 + 0.5
+    if clock.can_start(refit_cost, start_by=0.7, end_by=0.85):
+        final = new_model(
+            task_type,
+            best.params,
+            best.learning_rate,
+            iterations,
+            ctx.seed,
+            stop_early=False,
+        )
+        final.fit(frames.train, tables.y)
+        tabular.write_submission(ctx, tables, predict(final, frames.test, task_type), prior)
+        common.log(f"[{clock.elapsed():.1f}s] refitted: {iterations} iterations, all rows")
+    else:
+        common.log(f"[{clock.elapsed():.1f}s] skipping the refit (estimated {refit_cost:.0f}s)")
+
+
 def main() -> None:
     ctx = common.start()
     import features
@@ -154,58 +219,12 @@ def main() -> None:
     common.log(
         f"[{clock.elapsed():.1f}s] tier {tier.name}, learning rate {rate}, {threads} thread(s)"
     )
-    best: FitResult | None = None
-    n_all = tables.y.size
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        queue = [(params, tier.learning_rate) for params in tier.candidates]
-        for number, (params, rate) in enumerate(queue):
-            if best is not None:
-                # the next candidate and the final refit must both fit in the remaining time
-                refit_cost = best.seconds_per_iter_row * n_all * best.best_iter * 1.2
-                slower = best.learning_rate / rate
-                fit_cost = best.seconds_per_iter_row * fit_index.size * best.best_iter * 2 * slower
-                if not clock.can_start(fit_cost + refit_cost):
-                    common.log(f"[{clock.elapsed():.1f}s] no time for more candidates")
-                    break
-                finish_by = clock.deadline() - refit_cost
-            else:
-                # leave room for the refit on all rows (about 1.4 times this fit)
-                finish_by = clock.elapsed() + (clock.deadline() - clock.elapsed()) / 2.4
-            max_iter = round(tier.max_iter * tier.learning_rate / rate)
-            result = fit_candidate(ctx, tables, frames, split, params, rate, max_iter, finish_by)
-            common.log(
-                f"[{clock.elapsed():.1f}s] candidate {number} {params} rate {rate:.3g}: best iteration "
-                f"{result.best_iter}, {tables.metric} {result.score:.6f}"
-            )
-            if metrics.better(result.score, best.score if best else None, tables.direction):
-                best = result
-                validation = result.score
-                tabular.write_submission(
-                    ctx, tables, predict(best.model, frames.test, task_type), prior
-                )
-            if tier.refine and number == len(tier.candidates) - 1 and best is not None:
-                queue.append((best.params, best.learning_rate / 3))
-
+        best = search(ctx, tables, frames, split, tier, prior)
         if best is not None:
-            iterations = math.ceil(best.best_iter * 1.1) + 1
-            refit_cost = best.seconds_per_iter_row * n_all * iterations * 1.3 + 0.5
-            if clock.can_start(refit_cost, start_by=0.7, end_by=0.85):
-                final = new_model(
-                    task_type,
-                    best.params,
-                    best.learning_rate,
-                    iterations,
-                    ctx.seed,
-                    stop_early=False,
-                )
-                final.fit(frames.train, tables.y)
-                tabular.write_submission(ctx, tables, predict(final, frames.test, task_type), prior)
-                common.log(f"[{clock.elapsed():.1f}s] refitted: {iterations} iterations, all rows")
-            else:
-                common.log(
-                    f"[{clock.elapsed():.1f}s] skipping the refit (estimated {refit_cost:.0f}s)"
-                )
+            validation = best.score
+            refit(ctx, tables, frames, best, prior)
     common.finish(validation)
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import queries
 
-TTL_SECONDS = 60
+CACHED_RESULTS = 512  # query results kept (per snapshot, filters and arguments)
 RUN_HINT = (
     "No benchmark results yet. Run the benchmark with `make run` (it runs the demo suite, "
     "loads the records, builds the marts and publishes the read-only snapshot this dashboard "
@@ -83,22 +83,36 @@ def literal(text: object, limit: int | None = 300) -> str:
     return f"{fence} {value} {fence}"
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+# --- the snapshot: one read-only connection per snapshot file, query results cached ------------
+# A snapshot is identified by its file (device, inode, mtime, size): publishing a new one
+# replaces the file, so the next page load opens it and stops using the old one. Evicted
+# connections are closed; a query runs on a cursor of its own (queries._read).
 
 
-@st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
-def _query(name: str, path: str, mtime: float, *args, **kwargs):
-    # mtime is part of the cache key: a newly published snapshot is read at once
-    return getattr(queries, name)(Path(path), *args, **kwargs)
+def _close(con) -> None:
+    if con is not None:
+        con.close()
 
 
-@st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
-def _has_runs(path: str, mtime: float) -> bool:
-    return queries.has_runs(Path(path))
+@st.cache_resource(max_entries=2, show_spinner=False, on_release=_close)
+def _connection(path: str, identity: tuple | None):
+    return queries.open_snapshot(Path(path))
+
+
+def connection(path: Path):
+    """The cached read-only connection to the snapshot at ``path`` (None when unreadable)."""
+    return _connection(str(path), queries.snapshot_identity(path))
+
+
+@st.cache_data(max_entries=CACHED_RESULTS, show_spinner=False)
+def _query(name: str, path: str, identity: tuple | None, *args, **kwargs):
+    # identity is part of the key: a newly published snapshot is read at once
+    return getattr(queries, name)(_connection(path, identity), *args, **kwargs)
+
+
+@st.cache_data(max_entries=CACHED_RESULTS, show_spinner=False)
+def _has_runs(path: str, identity: tuple | None) -> bool:
+    return queries.has_runs(_connection(path, identity))
 
 
 def snapshot_path() -> Path:
@@ -106,7 +120,7 @@ def snapshot_path() -> Path:
 
 
 def has_runs(path: Path) -> bool:
-    return _has_runs(str(path), _mtime(path))
+    return _has_runs(str(path), queries.snapshot_identity(path))
 
 
 def snapshot_or_stop() -> Path:
@@ -123,9 +137,9 @@ def snapshot_or_stop() -> Path:
 
 
 def query(name: str, path: Path, *args, **kwargs):
-    """Run ``queries.<name>(path, *args, **kwargs)``, cached for a minute (or until a new
-    snapshot)."""
-    return _query(name, str(path), _mtime(path), *args, **kwargs)
+    """``queries.<name>(connection, *args, **kwargs)`` on the snapshot at ``path``, cached until
+    a new snapshot is published."""
+    return _query(name, str(path), queries.snapshot_identity(path), *args, **kwargs)
 
 
 def sidebar_filters(path: Path) -> None:
@@ -202,4 +216,4 @@ def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> Non
 
 
 def footer(path: Path) -> None:
-    st.caption(f"Snapshot: {literal(path, None)} · queries cached for {TTL_SECONDS} s")
+    st.caption(f"Snapshot: {literal(path, None)} · read again as soon as a new one is published")

@@ -19,6 +19,49 @@ VARIANT_LABELS = {
     "largest_budget": "Largest budget only",
 }
 
+# What people came for, on one screen width; the rest behind an expander.
+FIRST_COLUMNS = [
+    "rank",
+    "agent_id",
+    "score",
+    "score_interval",
+    "p_rank_1",
+    "success_rate",
+    "mean_rank_sd",
+    "coverage",
+    "contamination",
+    "duplicates",
+]
+PRIMARY_ONLY = ("score_interval", "p_rank_1")
+DETAIL_COLUMNS = [
+    "agent_id",
+    "agent_title",
+    "harness",
+    "provider",
+    "model_id",
+    "successes",
+    "attempts",
+    "run_rel_iqr",
+    "n_cells",
+    "score_low",
+    "score_high",
+    "mean_rank",
+    "rank_std",
+]
+COLUMNS = {
+    "agent_id": st.column_config.TextColumn("agent"),
+    "score": st.column_config.ProgressColumn("score", min_value=0, max_value=1, format="%.3f"),
+    "score_interval": st.column_config.TextColumn("95% interval"),
+    "p_rank_1": st.column_config.NumberColumn("P(rank 1)", format="percent"),
+    "success_rate": st.column_config.NumberColumn("success rate", format="percent"),
+    "mean_rank_sd": st.column_config.TextColumn("mean rank ± sd"),
+    "agent_title": st.column_config.TextColumn("title"),
+    "run_rel_iqr": st.column_config.NumberColumn("run-to-run rel. IQR", format="%.3f"),
+    "n_cells": st.column_config.NumberColumn("cells"),
+    "score_low": st.column_config.NumberColumn("95% low", format="%.3f"),
+    "score_high": st.column_config.NumberColumn("95% high", format="%.3f"),
+}
+
 st.title("Leaderboard")
 path = snapshot_or_stop()
 filters = current_filters()
@@ -36,6 +79,9 @@ if board.empty:
         "`make run` again."
     )
 else:
+    primary = variant == "best_budget"  # the bootstrap is of the primary score only
+    shown = [c for c in FIRST_COLUMNS if primary or c not in PRIMARY_ONLY]
+    st.dataframe(board[shown], hide_index=True, width="stretch", column_config=COLUMNS)
     st.caption(
         "Badges: **coverage** = settings with enough successes / settings of the benchmark; "
         "**contamination** = the model's knowledge cutoff is on or after a task's start date "
@@ -47,21 +93,8 @@ else:
         "submission fingerprint (records before schema 5). Same answer = same content in one "
         "canonical form, however the file was written."
     )
-    st.dataframe(
-        board,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "score": st.column_config.ProgressColumn(
-                "score", min_value=0, max_value=1, format="%.3f"
-            ),
-            "success_rate": st.column_config.NumberColumn("success rate", format="percent"),
-            "score_low": st.column_config.NumberColumn("95% low", format="%.3f"),
-            "score_high": st.column_config.NumberColumn("95% high", format="%.3f"),
-            "p_rank_1": st.column_config.NumberColumn("P(rank 1)", format="percent"),
-            "run_rel_iqr": st.column_config.NumberColumn("run-to-run rel. IQR", format="%.3f"),
-        },
-    )
+    with st.expander("Spec metadata and counts (harness, provider, model id, attempts, ...)"):
+        st.dataframe(board[DETAIL_COLUMNS], hide_index=True, width="stretch", column_config=COLUMNS)
     # a plain Vega-Lite spec, not Altair: the first render after the server starts must not
     # wait for Altair's import and schema validation (app/warmup.py)
     sort = {"field": "score", "order": "descending"}
@@ -80,12 +113,11 @@ else:
                 "tooltip": [
                     {"field": c, "type": "nominal" if c != "score" else "quantitative"}
                     for c in ("agent_id", "score", "coverage", "contamination", "duplicates")
-                    if c in board.columns
                 ],
             },
         }
     ]
-    if "score_low" in board.columns:
+    if primary:
         layers.append(
             {
                 "mark": {"type": "rule", "color": "black"},

@@ -70,19 +70,22 @@ st.caption(
     "Each ranked agent: primary score (best budget per task, normalized points) against its "
     "run-to-run relative IQR. Top left is best: high score, steady across repeated runs."
 )
-scatter = query("performance_stability", path, filters).dropna(subset=["rel_iqr"])
+scatter = rates.dropna(subset=["rank", "run_rel_iqr"])
 if scatter.empty:
     st.info("No ranked agent with a run-to-run spread yet.")
 else:
     points = alt.Chart(scatter).encode(
-        x=alt.X("rel_iqr:Q", title="run-to-run relative IQR (lower = steadier)"),
+        x=alt.X("run_rel_iqr:Q", title="run-to-run relative IQR (lower = steadier)"),
         y=alt.Y("score:Q", title="primary score", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["agent_id", "rank", "score", "rel_iqr", "n_settings"],
+        tooltip=["agent_id", "rank", "score", "run_rel_iqr", "run_settings"],
     )
     st.altair_chart(
         points.mark_circle(size=120)
         + points.mark_text(align="left", dx=8).encode(text="agent_id:N"),
         width="stretch",
     )
-    download(scatter, "performance_stability")
+    download(
+        scatter[["agent_id", "rank", "score", "run_rel_iqr", "run_settings"]],
+        "performance_stability",
+    )
 footer(path)

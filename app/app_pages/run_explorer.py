@@ -11,9 +11,10 @@ import numbers
 
 import streamlit as st
 
-from app import queries
+from app import queries, run_files
 from app.app_pages._common import (
     clip,
+    connection,
     current_filters,
     filters_note,
     footer,
@@ -138,17 +139,6 @@ def show_transcript(events: list[dict] | None) -> None:
                 show_text(event["provider_error"])
 
 
-def _json_value(value: object) -> str | None:
-    """A warehouse value for the Record tab: NULL (NaN in pandas) as null, lists as lists."""
-    try:
-        if value != value:  # NaN, NaT: missing
-            return None
-    except (TypeError, ValueError):  # an array compares element-wise: not missing
-        pass
-    tolist = getattr(value, "tolist", None)  # numpy arrays (list columns such as sandbox_notes)
-    return str(tolist() if callable(tolist) else value)
-
-
 def show_sandbox(record: dict) -> None:
     """What the sandbox noted, the workspace's use at the end, and, when the disk cap ended the
     attempt, the listing of what it held (file names are the agent's: shown as text)."""
@@ -164,7 +154,7 @@ def show_sandbox(record: dict) -> None:
                    f"{used['workspace_files']:,} files")  # fmt: skip
     if record.get("workspace_removed"):
         st.warning("The disk cap ended this attempt: nothing it wrote was kept. Its listing:")
-        listing = queries.run_file_preview(record, "workspace_listing_path")
+        listing = run_files.run_file_preview(record, "workspace_listing_path")
         if listing is None:
             st.caption(NOT_HERE)
         else:
@@ -191,10 +181,8 @@ def show_twins(record: dict) -> None:
         st.caption("Twins: this imported attempt has no budget, so it belongs to no setting and "
                    "is not compared with others.")  # fmt: skip
         return
-    twins = query("submission_twins", path, record["run_id"])
-    if twins is None:
-        st.caption("Twins: this snapshot predates duplicate detection (`marts.submission_twins`).")
-        return
+    key = ("task_id", "submission_normalized_sha256", "agent_id", "budget_seconds")
+    twins = query("submission_twins", path, record["run_id"], tuple(record[k] for k in key))
     if twins.empty:
         st.caption("Twins: none. No other attempt of this task submitted the same answer.")
         return
@@ -212,12 +200,29 @@ def show_twins(record: dict) -> None:
 def show_source_fields(record: dict) -> None:
     """An imported attempt's extra fields from its source, as a field/value table (the values
     are the source's data: shown as table cells, clipped, never as Markdown)."""
-    fields = queries.run_source_fields(record)
+    fields = run_files.run_source_fields(record)
     if fields is None:
         return
     st.caption("Fields of the imported source that have no column here (`source_fields`):")
     fields["value"] = fields["value"].map(lambda v: clip(v, 2000))
     st.dataframe(fields, hide_index=True, width="stretch")
+
+
+def show_record(record: dict) -> None:
+    """Every field the attempt recorded, one per row (values an agent controls are table cells,
+    never Markdown; long ones clipped)."""
+    fields = run_files.record_fields(record)
+    fields["value"] = fields["value"].map(lambda v: clip(v, 2000))
+    st.caption(
+        f"{len(fields)} of {len(record)} fields recorded (the others are empty for this attempt)."
+    )
+    st.dataframe(
+        fields,
+        hide_index=True,
+        width="stretch",
+        height=min(35 * (len(fields) + 1) + 3, 900),
+        column_config={"field": st.column_config.TextColumn("field", width="medium")},
+    )
 
 
 NOT_HERE = "Not available on this machine (no such file next to the loaded record)."
@@ -237,10 +242,10 @@ if total > len(shown):
     )
 else:
     st.caption(f"{total:,} attempts match.")
-st.dataframe(shown.drop(columns=["source_path"]), hide_index=True, width="stretch")
+st.dataframe(shown, hide_index=True, width="stretch")
 st.download_button(
     "Download the matching attempts (CSV)",
-    lambda: queries.runs(path, filters, statuses).to_csv(index=False).encode("utf-8"),
+    lambda: queries.runs(connection(path), filters, statuses).to_csv(index=False).encode("utf-8"),
     file_name="runs.csv",
     mime="text/csv",
     key="download-runs",
@@ -249,7 +254,7 @@ st.download_button(
 if shown.empty:
     st.stop()
 run_id = st.selectbox("Open an attempt", shown["run_id"].tolist(), key="run_id")
-record = queries.run_record(path, run_id)
+record = queries.run_record(connection(path), run_id)  # one row: not worth a cache entry
 st.subheader(literal(run_id))
 if record.get("validation_code"):
     # the grader's message quotes the submission (its header, its ids): the agent's text
@@ -258,13 +263,14 @@ if record.get("validation_code"):
 if record.get("error_message"):
     st.warning("Error message (as recorded; it may quote the agent's output):")
     show_text(record["error_message"])
-usage = queries.run_usage(record)
+usage = run_files.run_usage(record)
 if usage:
     st.caption(" · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items()))
 show_twins(record)
 show_source_fields(record)
 tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
-tabs[0].json({k: _json_value(v) for k, v in record.items()}, expanded=False)
+with tabs[0]:
+    show_record(record)
 with tabs[5]:
     show_sandbox(record)
 for tab, field in zip(
@@ -272,11 +278,11 @@ for tab, field in zip(
 ):
     if field is None:
         with tab:
-            show_transcript(queries.run_transcript(record))
+            show_transcript(run_files.run_transcript(record))
         continue
-    text = queries.run_file_preview(record, field)
+    text = run_files.run_file_preview(record, field)
     if text is None:
         tab.caption(NOT_HERE)
-    else:  # the file is at most queries.LOG_PREVIEW_BYTES already
+    else:  # the file is at most run_files.LOG_PREVIEW_BYTES already
         show_text(text, limit=None, where=tab)
 footer(path)

@@ -40,7 +40,7 @@ chart = base.mark_rule(strokeWidth=3).encode(
     y=alt.Y("q1:Q", title="median score", scale=alt.Scale(zero=False)), y2="q3:Q"
 ) + base.mark_point(filled=True, size=80).encode(y="median_score:Q")
 st.altair_chart(chart, width="stretch")
-if "stopped_at_harness_error_ceiling" in one and one["stopped_at_harness_error_ceiling"].any():
+if one["stopped_at_harness_error_ceiling"].any():
     n = int(one["stopped_at_harness_error_ceiling"].sum())
     st.warning(
         f"⛔ {n} setting(s) of this task stopped at the harness-error ceiling (column "

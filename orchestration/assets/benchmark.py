@@ -1,22 +1,16 @@
-"""Prepared task data (per task) and agent runs (per setting): thin wrappers over runner.bench."""
+"""Prepared task data (per task) and agent runs (per setting): ``runner.bench.Bench`` does the work,
+these assets say in Dagster's terms what it did (metadata a person reads in the UI)."""
 
 import dagster as dg
 
 from orchestration.partitions import setting_partitions, setting_to_task, task_partitions
+from orchestration.progress import progress_extra
 from orchestration.resources import BenchConfig, SandboxBackend
 from runner.audit import describe_prepared
-from runner.bench import (
-    CpuPool,
-    SettingOutcome,
-    attempt_runner,
-    default_workers,
-    ensure_prepared,
-    host_cpus,
-    run_settings,
-    suite_settings,
-)
-from runner.prepare import prepared_task
-from runner.registry import load_task
+from runner.bench import Bench, BenchRun
+from runner.errors import TmlbenchError
+from runner.scheduling import AttemptDone
+from runner.settings import SettingOutcome
 from runner.specs import SuiteSpec
 
 GROUP = "benchmark"
@@ -36,27 +30,13 @@ def build_benchmark_assets(suite: SuiteSpec) -> tuple[dg.AssetsDefinition, dg.As
     def prepared_tasks(
         context: dg.AssetExecutionContext, bench: BenchConfig
     ) -> dg.MaterializeResult:
-        spec, paths = bench.suite(), bench.paths()
-        layout = bench.layout()
+        prepared = Bench(bench.suite(), bench.paths()).prepare(context.partition_keys)
         rows = []
-        for task_id in context.partition_keys:
-            task = load_task(paths.tasks_dir, task_id)
-            facts = describe_prepared(ensure_prepared(spec, task, paths, layout))
-            context.log.info(f"{task_id}: {facts}")
+        for task_id, task_data in prepared.items():
+            facts = describe_prepared(task_data)
+            context.log.info(f"{task_id}: {facts}", extra=progress_extra(task=task_id))
             rows.append({"task": task_id, **facts})
-        metadata: dict = {"tasks": len(rows), "table": dg.MetadataValue.md(_table(rows))}
-        if len(rows) == 1:
-            facts = rows[0]
-            metadata.update(
-                rows=facts["train_rows"] + facts["test_rows"],
-                train_rows=facts["train_rows"],
-                test_rows=facts["test_rows"],
-                columns=facts["columns"],
-                manifest_sha256=facts["manifest_sha256"],
-                bayes_optimal_score=facts["bayes_optimal_score"],
-                constant_score=facts["constant_score"],
-            )
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata=_prepared_metadata(rows))
 
     @dg.asset(
         name="agent_runs",
@@ -71,39 +51,36 @@ def build_benchmark_assets(suite: SuiteSpec) -> tuple[dg.AssetsDefinition, dg.As
     def agent_runs(
         context: dg.AssetExecutionContext, bench: BenchConfig, sandbox: SandboxBackend
     ) -> dg.MaterializeResult:
-        spec, paths, layout = bench.suite(), bench.paths(), bench.layout()
-        by_key = {s.key: s for s in suite_settings(spec, paths)}
-        unknown = [k for k in context.partition_keys if k not in by_key]
-        if unknown:
-            raise dg.Failure(f"settings {unknown} are not in suite {spec.id} (reload definitions)")
-        selected = [by_key[k] for k in context.partition_keys]
-        cpus = host_cpus()
-        start = attempt_runner(
-            lambda task_id: prepared_task(layout.data_dir, task_id),
-            paths,
-            layout.runs_dir,
-            lambda plan: sandbox.sandbox(),
-            CpuPool(cpus),
+        runner = Bench(
+            bench.suite(),
+            bench.paths(),
+            sandbox.sandbox(),
+            concurrency=bench.concurrency,
             allow_unsafe=sandbox.allow_unsafe,
         )
 
-        def on_done(record, was_new: bool) -> None:
-            if was_new:
-                context.log.info(f"{record.run_id}: {record.status} score={record.score}")
+        def on_progress(done: AttemptDone) -> None:
+            if done.new:
+                record = done.record
+                context.log.info(
+                    f"{record.run_id}: {record.status} score={record.score} "
+                    f"({done.settings_done}/{done.settings_total} settings done)",
+                    extra=progress_extra(
+                        status=record.status,
+                        settings_done=done.settings_done,
+                        settings_total=done.settings_total,
+                    ),
+                )
 
-        outcomes = run_settings(
-            selected,
-            spec,
-            layout.runs_dir,
-            start,
-            workers=bench.concurrency or default_workers(spec, selected, cpus),
-            on_done=on_done,
-        )
-        metadata = _runs_metadata(outcomes)
-        faults = [error for outcome in outcomes for error in outcome.harness_errors]
-        if faults:  # everything else is recorded by now
+        try:
+            run = runner.run(context.partition_keys, on_progress=on_progress)
+        except TmlbenchError as exc:  # e.g. unknown settings, tampered data: nothing ran
+            raise dg.Failure(str(exc)) from exc
+        metadata = _runs_metadata(run)
+        if run.harness_faults:  # everything else is recorded by now
             raise dg.Failure(
-                description=f"{len(faults)} harness fault(s): " + "; ".join(faults[:5]),
+                description=f"{len(run.harness_faults)} harness fault(s): "
+                + "; ".join(run.harness_faults[:5]),
                 metadata=metadata,
             )
         return dg.MaterializeResult(metadata=metadata)
@@ -111,38 +88,61 @@ def build_benchmark_assets(suite: SuiteSpec) -> tuple[dg.AssetsDefinition, dg.As
     return prepared_tasks, agent_runs
 
 
-def _runs_metadata(outcomes: list[SettingOutcome]) -> dict:
-    statuses: dict[str, int] = {}
-    for outcome in outcomes:
-        for status, n in outcome.status_counts().items():
-            statuses[status] = statuses.get(status, 0) + n
+def _prepared_metadata(rows: list[dict]) -> dict:
+    metadata: dict = {"tasks": len(rows), "table": dg.MetadataValue.md(_table(rows))}
+    if len(rows) == 1:
+        facts = rows[0]
+        metadata.update(
+            rows=facts["train_rows"] + facts["test_rows"],
+            train_rows=facts["train_rows"],
+            test_rows=facts["test_rows"],
+            columns=facts["columns"],
+            manifest_sha256=facts["manifest_sha256"],
+            bayes_optimal_score=facts["bayes_optimal_score"],
+            constant_score=facts["constant_score"],
+        )
+    return metadata
+
+
+def _runs_metadata(run: BenchRun) -> dict:
+    """Facts of the run; what the scores mean (medians, ranks) is in the marts, built downstream."""
+    outcomes = run.outcomes
     metadata: dict = {
         "settings": len(outcomes),
-        "new_attempts": sum(o.new for o in outcomes),
+        "new_attempts": run.new_attempts,
         "attempts": sum(len(o.records) for o in outcomes),
         "successes": sum(o.successes for o in outcomes),
-        "incomplete_settings": [o.setting.key for o in outcomes if not o.complete],
-        "statuses": statuses,
+        "incomplete_settings": [o.setting.key for o in run.incomplete],
+        "statuses": run.status_counts(),
     }
     if len(outcomes) == 1:
-        outcome = outcomes[0]
+        (outcome,) = outcomes
         metadata.update(
-            median_score=outcome.median_score(),
             scores=[r.score for r in outcome.records if r.score is not None],
-            attempts_table=dg.MetadataValue.md(outcome.markdown()),
+            attempts_table=dg.MetadataValue.md(_attempts_table(outcome)),
         )
     else:
         rows = [
-            {
-                "setting": o.setting.key,
-                "attempts": len(o.records),
-                "successes": o.successes,
-                "median": o.median_score(),
-            }
+            {"setting": o.setting.key, "attempts": len(o.records), "successes": o.successes}
             for o in outcomes
         ]
         metadata["settings_table"] = dg.MetadataValue.md(_table(rows))
     return metadata
+
+
+def _attempts_table(outcome: SettingOutcome) -> str:
+    rows = [
+        "| attempt | run id | status | score | wall s | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in outcome.records:
+        score = "" if r.score is None else f"{r.score:.6g}"
+        wall = "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}"
+        note = (r.error_message or r.validation_message or "").replace("|", "/")[:80]
+        rows.append(
+            f"| {r.attempt_index} | `{r.run_id}` | {r.status} | {score} | {wall} | {note} |"
+        )
+    return "\n".join(rows)
 
 
 def _table(rows: list[dict]) -> str:

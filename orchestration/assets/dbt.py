@@ -41,8 +41,7 @@ def build_dbt_assets() -> dg.AssetsDefinition:
     ):
         with warehouse.connection():  # a fresh warehouse gets the raw schema first
             pass
-        with warehouse.dbt_env():
-            yield from dbt.cli(["build"], context=context).stream()
+        yield from dbt.cli(["build", *warehouse.dbt_args()], context=context).stream()
 
     return tmlbench_dbt_models
 

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     port = ports[0]
 
     # Signals that arrive before the child exists are delivered once it does.
-    child: subprocess.Popen | None = None
+    child: subprocess.Popen[bytes] | None = None
     pending: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:

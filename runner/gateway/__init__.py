@@ -74,8 +74,9 @@ from __future__ import annotations
 
 from runner.egress import GATEWAY_PORT as DEFAULT_PORT
 from runner.egress import GATEWAY_SOCKET_NAME as SOCKET_NAME
-from runner.gateway.server import GatewayStats, ProviderGateway
-from runner.gateway.usage import PROTOCOLS, Protocol
+from runner.gateway.model_requests import PROTOCOLS, Protocol
+from runner.gateway.server import ProviderGateway
+from runner.gateway.stats import GatewayStats
 
 PLACEHOLDER_KEY = "tmlbench-gateway-placeholder"  # non-secret: the API key CLIs are given
 

@@ -25,6 +25,14 @@ from importlib.resources import files
 from pathlib import Path
 
 from runner.llm.client import ChatClient, ContextTooLong, OutOfTime, ProviderFailure
+from runner.llm.conversation import (
+    assistant_message,
+    conversation_chars,
+    fit_context,
+    message_of,
+    truncate,
+)
+from runner.llm.tool_calls import host_request, result_text
 from runner.llm.tools import (
     TOOLS,
     MalformedCall,
@@ -44,7 +52,6 @@ NUDGE = (
 )
 MAX_NUDGES = 2
 TOOL_MARGIN = 1.0  # seconds kept free at the end of the budget when a command is started
-ELIDED = "[older tool output elided to keep the conversation within the context limit]"
 
 
 @dataclass
@@ -220,8 +227,8 @@ class LlmSession:
                 return "sandbox ended"
             reply = self._ask(messages)
             usage.steps += 1
-            message = _message_of(reply)
-            messages.append(_assistant_message(message))
+            message = message_of(reply)
+            messages.append(assistant_message(message))
             calls = message.get("tool_calls") or []
             if not calls:
                 if nudges == MAX_NUDGES:
@@ -243,7 +250,7 @@ class LlmSession:
 
     def _ask(self, messages: list[dict]) -> dict:
         for _ in range(4):  # each ContextTooLong halves the context we keep
-            _fit_context(messages, self.context_chars)
+            fit_context(messages, self.context_chars)
             body = {
                 "model": self.agent.model.model_id,
                 "messages": messages,
@@ -255,7 +262,7 @@ class LlmSession:
                 body["temperature"] = self.llm.temperature
             if self.llm.max_tokens is not None:
                 body["max_tokens"] = self.llm.max_tokens
-            self._log("request", messages=len(messages), chars=_conversation_chars(messages))
+            self._log("request", messages=len(messages), chars=conversation_chars(messages))
             started = time.monotonic()
             try:
                 reply = self.client.complete(body, self.deadline)
@@ -268,7 +275,7 @@ class LlmSession:
             self._log(
                 "response",
                 seconds=round(time.monotonic() - started, 3),
-                message=_message_of(reply),
+                message=message_of(reply),
                 finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
                 usage=reply.get("usage"),
             )
@@ -300,7 +307,7 @@ class LlmSession:
             result, done = self._execute(call), False
         seconds = time.monotonic() - started
         self.outcome.usage.tool_seconds += seconds
-        result = _truncate(result, self.llm.tool_output_chars)
+        result = truncate(result, self.llm.tool_output_chars)
         self._log(
             "tool",
             name=call.name,
@@ -311,45 +318,11 @@ class LlmSession:
         return result, done
 
     def _execute(self, call: ToolCall) -> str:
-        args = call.arguments
-        if call.name == "run":
-            available = self._remaining() - TOOL_MARGIN
-            if available <= 0:
-                raise OutOfTime("no time left to run a command")
-            timeout = min(float(args.get("timeout_seconds") or available), available)
-            reply = self._host(
-                {
-                    "op": "run",
-                    "command": args["command"],
-                    "timeout": timeout,
-                    "max_chars": self.llm.tool_output_chars,
-                },
-                timeout + 10,
-            )
-            if "error" in reply:
-                return f"Error: {reply['error']}"
-            status = (
-                "timed out and was stopped"
-                if reply["timed_out"]
-                else f"exit code {reply['exit_code']}"
-            )
-            return f"[{status}; {reply['seconds']} s]\n{reply['output']}"
-        if call.name == "write_file":
-            reply = self._host(
-                {"op": "write", "path": args["path"], "content": args["content"]}, 30
-            )
-            return (
-                f"Error: {reply['error']}"
-                if "error" in reply
-                else f"Wrote {reply['bytes']} bytes to {args['path']}."
-            )
-        reply = self._host(
-            {"op": "read", "path": args["path"], "max_bytes": self.llm.read_file_bytes}, 30
-        )
-        if "error" in reply:
-            return f"Error: {reply['error']}"
-        cut = f"\n[... cut at {self.llm.read_file_bytes} bytes ...]" if reply["truncated"] else ""
-        return reply["content"] + cut
+        available = self._remaining() - TOOL_MARGIN
+        if call.name == "run" and available <= 0:
+            raise OutOfTime("no time left to run a command")
+        request, timeout = host_request(call, self.llm, available)
+        return result_text(call, self._host(request, timeout), self.llm)
 
     def _host(self, request: dict, timeout: float) -> dict:
         """One request to the sandboxed tool host and its checked reply."""
@@ -380,73 +353,3 @@ class LlmSession:
             self._transcript.flush()
         except ValueError:  # closed after stop(): the attempt is over
             pass
-
-
-def _message_of(reply: dict) -> dict:
-    """The reply's message, checked: a malformed one is the provider's failure, not ours."""
-    choices = reply.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    message = choice.get("message") if isinstance(choice, dict) else None
-    message = message or {}
-    problem = None
-    if not isinstance(choice, dict) or not isinstance(message, dict):
-        problem = "choices[0].message is not an object"
-    elif not isinstance(message.get("content") or "", (str, list)):  # text, or content parts
-        problem = "the message's content is neither text nor a list of parts"
-    elif not isinstance(message.get("tool_calls") or [], list):
-        problem = "the message's tool_calls is not a list"
-    if problem:
-        raise ProviderFailure(f"the provider's reply is malformed: {problem}")
-    return message
-
-
-def _assistant_message(message: dict) -> dict:
-    """The reply as it goes back into the conversation (role, content, tool calls only)."""
-    kept = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        kept["tool_calls"] = message["tool_calls"]
-    return kept
-
-
-def _conversation_chars(messages: list[dict]) -> int:
-    total = 0
-    for m in messages:
-        total += len(m.get("content") or "")
-        for call in m.get("tool_calls") or []:
-            total += len(str((call.get("function") or {}).get("arguments") or ""))
-    return total
-
-
-def _fit_context(messages: list[dict], limit: int) -> None:
-    """Elide the oldest tool outputs (and old file contents the model wrote) until under limit.
-
-    The system prompt, the task, and the latest exchange (the last assistant message and the
-    results of its tool calls) are always kept whole.
-    """
-    if _conversation_chars(messages) <= limit:
-        return
-    last_assistant = max(
-        (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=len(messages)
-    )
-    for m in messages[2:last_assistant]:
-        if m["role"] == "tool" and m["content"] != ELIDED:
-            m["content"] = ELIDED
-        for call in m.get("tool_calls") or []:
-            function = call.get("function") or {}
-            if function.get("name") == "write_file":
-                try:
-                    args = json.loads(function.get("arguments") or "{}")
-                except ValueError:
-                    args = None
-                if isinstance(args, dict) and args.get("content") not in (None, ELIDED):
-                    args["content"] = ELIDED
-                    function["arguments"] = json.dumps(args)
-        if _conversation_chars(messages) <= limit:
-            return
-
-
-def _truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"

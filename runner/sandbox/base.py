@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import HarnessError
-from runner.sandbox.lifecycle import Ended, Limit, classify
+from runner.limits import Limit
+from runner.sandbox.lifecycle import Ended, classify
 from runner.sandbox.workspace import Workspace
 
 GIB = 1024**3

@@ -134,9 +134,10 @@ class BwrapSandbox(Sandbox):
         base_prefix: str | Path | None = None,
         executable: str | Path | None = None,
     ):
-        self.bwrap = bwrap or shutil.which("bwrap")
-        if self.bwrap is None:
+        found = bwrap or shutil.which("bwrap")
+        if found is None:
             raise HarnessError(f"the bwrap sandbox needs bubblewrap: {INSTALL_HINT}")
+        self.bwrap: str = found
         self.prefix = Path(prefix or sys.prefix).resolve()
         self.base_prefix = Path(os.path.abspath(base_prefix or sys.base_prefix))
         exe = Path(executable or sys.executable)

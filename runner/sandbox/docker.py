@@ -20,16 +20,14 @@ as soon as the container exists, never on a command line, which is world-readabl
 /proc), and the variables docker adds on its own (HOSTNAME, and HOME or PATH when the
 request has none) are removed again by ``/usr/bin/env -u NAME`` in front of the command.
 
-Each container sits in its own cgroup parent ``/tmlbench-docker/<name>``, which outlives
-the container, so CPU time and peak memory can be read after it is gone (cgroup v1).
-Containers are labelled with the harness's pid, its start time and the boot id, so the
-first DockerSandbox of a process removes containers a crashed harness left behind.
+Each container sits in its own cgroup parent (runner/sandbox/docker_cgroups.py), so CPU
+time and peak memory can be read after it is gone; the engine's CLI, its health check and
+the removal of containers a crashed harness left behind are in runner/sandbox/docker_engine.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -44,25 +42,40 @@ from pathlib import Path
 
 from runner.errors import HarnessError
 from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
-from runner.sandbox.cgroups import v1_mounts
+from runner.sandbox.docker_cgroups import (
+    CGROUP_ROOT,
+    cgroup_mounts,
+    pids_max_events,
+    read_int,
+    remove_cgroup_parent,
+    signal_members,
+)
+from runner.sandbox.docker_engine import (
+    ENGINE_HINT,
+    IMAGE,
+    IMAGE_HINT,
+    LABEL,
+    boot_id,
+    docker_cli,
+    docker_problem,
+    remove_orphans,
+    remove_orphans_once,
+    start_ticks,
+)
 from runner.sandbox.lifecycle import Ended, Watchdog
+from runner.sandbox.output import CappedLog, log_head, truncation_notes
 from runner.sandbox.seccomp import docker_profile_path
-from runner.sandbox.supervise import CappedLog, log_head, truncation_notes
 from runner.sandbox.views import NO_VIEWS, SynthesizedFiles, Views
 from runner.sandbox.workspace import Workspace
 
-IMAGE = "tmlbench-agent:latest"
+# docker_problem and remove_orphans are imported from here (runner.sandbox, tests).
+__all__ = ["IMAGE", "DockerSandbox", "docker_problem", "remove_orphans"]
+
 WORKSPACE = "/workspace"
 AGENT_DIR = "/opt/agent"
 PYTHON = "/opt/venv/bin/python"
 SANDBOX_UID = 65534
-LABEL = "tmlbench.attempt"
-CGROUP_ROOT = "tmlbench-docker"
 DOCKER_ADDS = ("HOSTNAME", "HOME", "PATH")  # set by docker/runc unless the request sets them
-ENGINE_HINT = (
-    "start the Docker engine with `make docker-engine` (installs docker.io and starts dockerd)"
-)
-IMAGE_HINT = "build the agent runtime image with `make docker-image`"
 # Docker writes these three itself, bound from its data root; ours say the same, from a tmpfs.
 SYNTH_ETC = SynthesizedFiles(
     "tmlbench-docker-etc-",
@@ -72,167 +85,8 @@ SYNTH_ETC = SynthesizedFiles(
         "resolv.conf": "# no network in the sandbox\n",
     },
 )
-CLI_TIMEOUT = 60.0  # seconds for docker create/inspect/rm; kill gets less
 POLL = 0.05  # supervisor loop tick (seconds)
 DRAIN_SECONDS = 1.0
-
-
-def _docker(docker: str, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(
-            [docker, *args], capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise HarnessError(
-            f"`docker {' '.join(args[:2])}` did not answer in {timeout:.0f} s; {ENGINE_HINT}"
-        ) from exc
-    except OSError as exc:
-        raise HarnessError(f"cannot run the docker CLI ({docker}): {exc}") from exc
-
-
-def docker_problem(image: str = IMAGE, docker: str | None = None) -> str | None:
-    """None if the engine answers and ``image`` exists; otherwise what to do about it."""
-    exe = docker or shutil.which("docker")
-    if exe is None:
-        return f"the docker CLI is not on PATH; {ENGINE_HINT}"
-    try:
-        ver = _docker(exe, "version", "--format", "{{.Server.Version}}", timeout=15)
-    except HarnessError as exc:
-        return str(exc)
-    if ver.returncode != 0:
-        why = (ver.stderr or ver.stdout).strip().splitlines()[-1:] or ["no answer"]
-        return f"the Docker engine is not reachable ({why[0]}); {ENGINE_HINT}"
-    img = _docker(exe, "image", "inspect", "--format", "{{.Id}}", image, timeout=15)
-    if img.returncode != 0:
-        return f"the docker sandbox image {image} is missing; {IMAGE_HINT}"
-    return None
-
-
-# -- who we are (labels) and orphans -------------------------------------------------------
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-def _start_ticks(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot): with the pid, it names one process."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split()[19]
-
-
-def _harness_alive(pid: str, start: str, boot: str) -> bool:
-    if boot != _boot_id() or not pid.isdigit():
-        return False
-    return _start_ticks(int(pid)) == start
-
-
-_orphans_lock = threading.Lock()
-_orphans_done = False
-
-
-def remove_orphans(docker: str) -> list[str]:
-    """Remove tmlbench containers whose harness process is gone; returns their names."""
-    fmt = (
-        '{{.Names}}\t{{.Label "tmlbench.harness_pid"}}\t'
-        '{{.Label "tmlbench.harness_start"}}\t{{.Label "tmlbench.boot_id"}}'
-    )
-    listed = _docker(docker, "ps", "-a", "--filter", f"label={LABEL}", "--format", fmt)
-    if listed.returncode != 0:
-        raise HarnessError(f"cannot list containers: {listed.stderr.strip()}; {ENGINE_HINT}")
-    removed = []
-    for line in listed.stdout.splitlines():
-        name, pid, start, boot = ([*line.split("\t"), "", "", ""])[:4]
-        if name and not _harness_alive(pid, start, boot):
-            _docker(docker, "rm", "-f", "-v", name)
-            _remove_cgroup_parent(name)
-            removed.append(name)
-    return removed
-
-
-# -- cgroups (v1) of the container's parent -------------------------------------------------
-
-
-def _cgroup_mounts() -> dict[str, Path]:
-    """controller (or name=...) -> mount point of every cgroup v1 hierarchy mounted at its root."""
-    return {c: point for c, (point, root) in v1_mounts().items() if root == "/"}
-
-
-def _cgroup_parent_dirs(name: str) -> list[Path]:
-    return sorted({mp / CGROUP_ROOT / name for mp in _cgroup_mounts().values()})
-
-
-def _remove_cgroup_parent(name: str) -> list[str]:
-    problems = []
-    for d in _cgroup_parent_dirs(name):
-        for attempt in range(40):
-            try:
-                d.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY) or attempt == 39:
-                    problems.append(f"cannot remove cgroup {d}: {exc}")
-                    break
-                time.sleep(0.025)
-    return problems
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _cgroup_members(procs: Path | None) -> list[int]:
-    try:
-        return [int(x) for x in procs.read_text().split()] if procs else []
-    except (OSError, ValueError):
-        return []
-
-
-def _ns_pid_and_ppid(pid: int) -> tuple[int | None, int | None]:
-    """(pid inside its namespace, parent pid on the host) of a host pid."""
-    ns_pid = ppid = None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("NSpid:"):
-                ns_pid = int(line.split()[-1])
-            elif line.startswith("PPid:"):
-                ppid = int(line.split()[1])
-    return ns_pid, ppid
-
-
-def _signal_members(procs: Path | None, sig: int, *, below_main: bool) -> None:
-    """Signal the container's processes from the host (we are root on the engine's host).
-
-    ``below_main``: spare docker-init (pid 1) and its child, the agent's main process, which
-    ``docker kill`` reaches through docker-init; everything they started gets ``sig`` too,
-    as under bwrap, where every process of the attempt gets the SIGTERM.
-    """
-    members = _cgroup_members(procs)
-    init = next((p for p in members if _ns_pid_and_ppid(p)[0] == 1), None)
-    for pid in members:
-        if below_main and (pid == init or _ns_pid_and_ppid(pid)[1] == init):
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def _pids_max_events(path: Path) -> int:
-    try:
-        key, _, value = path.read_text().strip().partition(" ")
-        return int(value) if key == "max" else 0
-    except (OSError, ValueError):
-        return 0
 
 
 # -- host-side preparation -------------------------------------------------------------------
@@ -289,13 +143,25 @@ class _Pump(threading.Thread):
                 self.log.feed(data)
 
 
+def _stop_pumps(pumps: list[_Pump]) -> list[str]:
+    """Let the pumps read to EOF for a moment; notes if some pipe stayed open."""
+    notes = []
+    for pump in pumps:
+        pump.join(DRAIN_SECONDS)
+    if any(p.is_alive() for p in pumps):
+        notes.append("output pipes still open after the container ended; stopped reading")
+    for pump in pumps:
+        if not pump.is_alive():
+            os.close(pump.fd)
+    return notes
+
+
 class DockerSandbox(Sandbox):
     name = "docker"
     isolated = True
     workspace_owner = (SANDBOX_UID, SANDBOX_UID)
 
     def __init__(self, *, image: str = IMAGE, docker: str | None = None):
-        global _orphans_done
         self.image = image
         exe = docker or shutil.which("docker")
         if exe is None:
@@ -304,10 +170,7 @@ class DockerSandbox(Sandbox):
         problem = docker_problem(image, exe)
         if problem:
             raise HarnessError(problem)
-        with _orphans_lock:
-            if not _orphans_done:
-                remove_orphans(exe)
-                _orphans_done = True
+        remove_orphans_once(exe)
 
     def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
         return SandboxPaths(workspace=WORKSPACE, agent_dir=AGENT_DIR, python=PYTHON)
@@ -328,8 +191,8 @@ class DockerSandbox(Sandbox):
         fsize = max(1, int(limits.disk_bytes))
         a = ["create", "--name", name, "--pull", "never"]
         a += ["--label", f"{LABEL}={name}", "--label", f"tmlbench.harness_pid={os.getpid()}"]
-        a += ["--label", f"tmlbench.harness_start={_start_ticks(os.getpid()) or ''}"]
-        a += ["--label", f"tmlbench.boot_id={_boot_id()}"]
+        a += ["--label", f"tmlbench.harness_start={start_ticks(os.getpid()) or ''}"]
+        a += ["--label", f"tmlbench.boot_id={boot_id()}"]
         a += ["--network", "none", "--hostname", "sandbox", "--read-only"]
         a += ["--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "--cap-drop", "ALL"]
         a += ["--security-opt", "no-new-privileges", "--init", "--ipc", "private"]
@@ -380,24 +243,14 @@ class DockerSandbox(Sandbox):
                 ended = self._run(request, workspace, name, views)
         finally:
             # The container's cgroups went with it; its cgroup parent kept the totals.
-            notes += _remove_cgroup_parent(name)
+            notes += remove_cgroup_parent(name)
         ended.notes[:0] = notes
         return ended
 
     def _run(self, request: SandboxRequest, workspace: Workspace, name: str, views: Views) -> Ended:
         limits = request.limits
-        env_file = _write_env_file(request.env)
-        try:
-            created = _docker(self.docker, *self.create_args(request, name, env_file, views))
-        finally:
-            os.unlink(env_file)
-        if created.returncode != 0:
-            raise HarnessError(
-                f"docker could not create the sandbox container: {created.stderr.strip()}"
-                + (f"; {IMAGE_HINT}" if "No such image" in created.stderr else "")
-            )
-        cid = created.stdout.strip()
-        pids_mount = _cgroup_mounts().get("pids")
+        cid = self._create(request, name, views)
+        pids_mount = cgroup_mounts().get("pids")
         cgroup = pids_mount / CGROUP_ROOT / name / cid if pids_mount else None
         pids_events = cgroup / "pids.events" if cgroup else None
         procs = cgroup / "cgroup.procs" if cgroup else None
@@ -406,45 +259,13 @@ class DockerSandbox(Sandbox):
         err_log = CappedLog(request.stderr_path, request.log_cap_bytes)
         pumps: list[_Pump] = []
         notes: list[str] = []
-        pid_events = 0
         start = time.monotonic()
         dog = Watchdog(start, limits.wall_seconds, limits.grace_seconds)
         try:
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
-            try:
-                proc = subprocess.Popen(
-                    [self.docker, "start", "--attach", name],
-                    stdin=subprocess.DEVNULL,
-                    stdout=out_w,
-                    stderr=err_w,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                for fd in (out_r, out_w, err_r, err_w):
-                    os.close(fd)
-                raise HarnessError(f"cannot start the docker sandbox: {exc}") from exc
-            os.close(out_w)
-            os.close(err_w)
-            pumps = [_Pump(out_r, out_log), _Pump(err_r, err_log)]
-            for pump in pumps:
-                pump.start()
+            proc, pumps = self._start_attached(name, out_log, err_log)
             # Over the (polled) disk cap the writers are killed at once: no grace.
-            workspace.watch(lambda: _signal_members(procs, signal.SIGKILL, below_main=False))
-            while True:
-                step = dog.next(time.monotonic(), disk_exceeded=workspace.exceeded)
-                if step.action == "kill":
-                    break
-                if step.action == "terminate":
-                    self._kill(name, "TERM", procs)
-                    _signal_members(procs, signal.SIGTERM, below_main=True)
-                    continue
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=min(step.wait, POLL))
-                    break
-                if pids_events is not None:
-                    pid_events = max(pid_events, _pids_max_events(pids_events))
+            workspace.watch(lambda: signal_members(procs, signal.SIGKILL, below_main=False))
+            pid_events = self._wait(proc, name, dog, workspace, procs, pids_events)
             if dog.reason is not None or workspace.exceeded:
                 self._kill(name, "KILL", procs)  # pid 1 dies, and with it the pid namespace
             wall = time.monotonic() - start
@@ -455,14 +276,8 @@ class DockerSandbox(Sandbox):
                 proc.wait()
             state = self._state(name)
         finally:
-            _docker(self.docker, "rm", "-f", "-v", name)
-            for pump in pumps:
-                pump.join(DRAIN_SECONDS)
-            if any(p.is_alive() for p in pumps):
-                notes.append("output pipes still open after the container ended; stopped reading")
-            for pump in pumps:
-                if not pump.is_alive():
-                    os.close(pump.fd)
+            docker_cli(self.docker, "rm", "-f", "-v", name)
+            notes += _stop_pumps(pumps)
             out_log.close()
             err_log.close()
 
@@ -485,6 +300,72 @@ class DockerSandbox(Sandbox):
         self._account(name, ended)
         return ended
 
+    def _create(self, request: SandboxRequest, name: str, views: Views) -> str:
+        """``docker create`` the attempt's container; its id."""
+        env_file = _write_env_file(request.env)
+        try:
+            created = docker_cli(self.docker, *self.create_args(request, name, env_file, views))
+        finally:
+            os.unlink(env_file)
+        if created.returncode != 0:
+            raise HarnessError(
+                f"docker could not create the sandbox container: {created.stderr.strip()}"
+                + (f"; {IMAGE_HINT}" if "No such image" in created.stderr else "")
+            )
+        return created.stdout.strip()
+
+    def _start_attached(
+        self, name: str, out_log: CappedLog, err_log: CappedLog
+    ) -> tuple[subprocess.Popen[bytes], list[_Pump]]:
+        """``docker start --attach``, its output pumped into the capped logs."""
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [self.docker, "start", "--attach", name],
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise HarnessError(f"cannot start the docker sandbox: {exc}") from exc
+        os.close(out_w)
+        os.close(err_w)
+        pumps = [_Pump(out_r, out_log), _Pump(err_r, err_log)]
+        for pump in pumps:
+            pump.start()
+        return proc, pumps
+
+    def _wait(
+        self,
+        proc: subprocess.Popen[bytes],
+        name: str,
+        dog: Watchdog,
+        workspace: Workspace,
+        procs: Path | None,
+        pids_events: Path | None,
+    ) -> int:
+        """Until the container ends or the watchdog says kill; the pids cap's refusals."""
+        pid_events = 0
+        while True:
+            step = dog.next(time.monotonic(), disk_exceeded=workspace.exceeded)
+            if step.action == "kill":
+                break
+            if step.action == "terminate":
+                self._kill(name, "TERM", procs)
+                signal_members(procs, signal.SIGTERM, below_main=True)
+                continue
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=min(step.wait, POLL))
+                break
+            if pids_events is not None:
+                pid_events = max(pid_events, pids_max_events(pids_events))
+        return pid_events
+
     def _kill(self, name: str, sig: str, procs: Path | None) -> None:
         """``docker kill``; an already-stopped container makes it fail, which is fine.
 
@@ -492,12 +373,12 @@ class DockerSandbox(Sandbox):
         processes are killed from the host directly.
         """
         try:
-            _docker(self.docker, "kill", "-s", sig, name, timeout=1.0)
+            docker_cli(self.docker, "kill", "-s", sig, name, timeout=1.0)
         except HarnessError:
-            _signal_members(procs, signal.SIGKILL, below_main=False)
+            signal_members(procs, signal.SIGKILL, below_main=False)
 
     def _state(self, name: str) -> dict:
-        got = _docker(self.docker, "inspect", "--format", "{{json .State}}", name)
+        got = docker_cli(self.docker, "inspect", "--format", "{{json .State}}", name)
         if got.returncode != 0:
             return {}
         try:
@@ -506,10 +387,10 @@ class DockerSandbox(Sandbox):
             return {}
 
     def _account(self, name: str, result: Ended) -> None:
-        mounts = _cgroup_mounts()
+        mounts = cgroup_mounts()
         mem, cpu = mounts.get("memory"), mounts.get("cpuacct")
-        usage = _read_int(cpu / CGROUP_ROOT / name / "cpuacct.usage") if cpu else None
-        peak = _read_int(mem / CGROUP_ROOT / name / "memory.max_usage_in_bytes") if mem else None
+        usage = read_int(cpu / CGROUP_ROOT / name / "cpuacct.usage") if cpu else None
+        peak = read_int(mem / CGROUP_ROOT / name / "memory.max_usage_in_bytes") if mem else None
         result.cpu_seconds = usage / 1e9 if usage is not None else None
         result.peak_memory_bytes = peak
         if usage is None or peak is None:

@@ -12,7 +12,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Literal
 
-Limit = Literal["memory", "pids", "disk"]
+from runner.limits import Limit
+
 Action = Literal["wait", "terminate", "kill"]
 POLL_SLICE = 0.25  # longest wait while the attempt runs (seconds)
 KILL_POLL = 0.02  # how often to look for "everything exited" during the grace period

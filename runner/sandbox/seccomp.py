@@ -46,6 +46,7 @@ import contextlib
 import copy
 import errno
 import functools
+import importlib
 import json
 import os
 import re
@@ -270,7 +271,8 @@ def effective_rules(
 def libseccomp() -> ModuleType:
     """The pyseccomp binding with libseccomp loaded; HarnessError saying what to install."""
     try:
-        import pyseccomp
+        # Imported by name: the binding ships no types, and callers use it as a module.
+        pyseccomp = importlib.import_module("pyseccomp")
     except ModuleNotFoundError as exc:
         raise HarnessError(
             f"the bwrap sandbox's seccomp filter needs the pyseccomp package ({exc}); "
@@ -287,9 +289,9 @@ def libseccomp() -> ModuleType:
 
 def _action(sc: ModuleType, name: str, errno_ret: int | None, where: str) -> int:
     if name == "SCMP_ACT_ALLOW":
-        return sc.ALLOW
+        return int(sc.ALLOW)
     if name == "SCMP_ACT_ERRNO":
-        return sc.ERRNO(errno.EPERM if errno_ret is None else int(errno_ret))
+        return int(sc.ERRNO(errno.EPERM if errno_ret is None else int(errno_ret)))
     raise HarnessError(f"{where}: seccomp action {name!r} is not supported for the bwrap filter")
 
 

@@ -299,6 +299,7 @@ class Workspace:
             return self._close_filesystem(failed)
         hit = self.exceeded
         if hit:
+            assert self.poll is not None  # only the poll sees the cap passed
             self.notes.append(f"workspace grew past {self.disk_bytes} bytes ({self.poll.peak})")
             self._write_listing()
             treewalk.remove_tree(self.path)

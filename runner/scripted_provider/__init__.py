@@ -33,7 +33,7 @@ from .scientist import (
     solve_task_script,
     task_solver,
 )
-from .server import MAX_REQUEST_BYTES, ScriptedProvider, ServedStep
+from .server import ScriptedProvider, ServedStep
 from .steps import (
     EXPECT_KEYS,
     STEP_KINDS,
@@ -49,6 +49,7 @@ from .steps import (
     save_conversation,
     validate_step,
 )
+from .transport import MAX_REQUEST_BYTES
 
 __all__ = [
     "ANTHROPIC_MESSAGES",

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -18,28 +16,29 @@ from .protocols import (
     OPENAI_CHAT,
     Problem,
     ReceivedRequest,
-    Reply,
-    ToolCall,
-    call_id,
     check_request,
     error_body,
     read_messages,
     read_tools,
-    render_events,
-    render_json,
     status_phrase,
 )
+from .replies import render_events, render_json, resolve_reply
 from .steps import ScriptEntry, Step, error, unmet_expectations, validate_script, validate_step
+from .transport import (
+    MAX_REQUEST_BYTES,
+    THREAD_PREFIX,
+    Answer,
+    BodyTooLarge,
+    ProviderHTTPServer,
+    RequestHandler,
+    read_body,
+    write_answer,
+)
 
-#: A request body larger than this is refused with 413 (real agents send a few MB at most).
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
 #: Request bodies kept for assertions, in total; past it later records keep no body,
 #: messages or tools (an agent looping for minutes must not grow the test's memory unbounded).
 MAX_KEPT_BODY_BYTES = 256 * 1024 * 1024
-# Shutdown interrupts hangs and delays at once; this only bounds a silent client.
-_SOCKET_TIMEOUT = 1.0
 _SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
-_THREAD_PREFIX = "scripted-provider"
 
 
 @dataclass(frozen=True)
@@ -53,19 +52,6 @@ class ServedStep:
     prompt_tokens: int
     completion_tokens: int
     protocol: str | None = None
-
-
-@dataclass
-class _Answer:
-    status: int
-    payload: Any = None  # a JSON document, or
-    events: list[bytes] | None = None  # server-sent events, streamed
-    headers: dict[str, str] = field(default_factory=dict)
-    wait: float = 0.0  # seconds to stay silent first, cut short by shutdown
-
-
-class _BodyTooLarge(Exception):
-    pass
 
 
 class ScriptedProvider:
@@ -108,7 +94,7 @@ class ScriptedProvider:
         self._served: list[ServedStep] = []
         self._mismatches: list[str] = []
         self._kept_body_bytes = 0
-        self._server: _Server | None = None
+        self._server: ProviderHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # lifecycle
@@ -117,12 +103,12 @@ class ScriptedProvider:
         if self._server is not None:
             raise RuntimeError("ScriptedProvider is already running")
         # Port 0: the kernel picks a free port at bind time, with no window for another taker.
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = ProviderHTTPServer(("127.0.0.1", 0), RequestHandler)
         self._server.provider = self
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},
-            name=f"{_THREAD_PREFIX}-server:{self.port}",
+            name=f"{THREAD_PREFIX}-server:{self.port}",
             daemon=True,
         )
         self._thread.start()
@@ -188,7 +174,7 @@ class ScriptedProvider:
 
     # deciding the answer (under the lock, so steps go in arrival order)
 
-    def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> _Answer:
+    def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Answer:
         protocol = ENDPOINTS.get(path) if method == "POST" else None
         body: Any = None
         if raw:
@@ -230,7 +216,7 @@ class ScriptedProvider:
             record.body, record.messages, record.tools = None, [], []
         self._requests.append(record)
 
-    def _route(self, record: ReceivedRequest, raw: bytes, flavor: str) -> _Answer:
+    def _route(self, record: ReceivedRequest, raw: bytes, flavor: str) -> Answer:
         method, path, body = record.method, record.path, record.body
         if not record.authorized:
             message = (
@@ -240,14 +226,14 @@ class ScriptedProvider:
             )
             return _error(flavor, Problem(401, message, code="invalid_api_key"))
         if method == "GET" and path == "/v1/models":
-            return _Answer(200, _model_list(self.model))
+            return Answer(200, _model_list(self.model))
         if method == "GET" and path.startswith("/v1/models/"):
             name = unquote(path.removeprefix("/v1/models/"))  # clients escape "/" in ids
             if name == self.model:
-                return _Answer(200, _model_info(self.model))
+                return Answer(200, _model_info(self.model))
             return self._model_not_found(flavor, name)
         if method == "POST" and path == "/v1/messages/count_tokens" and isinstance(body, dict):
-            return _Answer(200, {"input_tokens": max(1, len(raw) // 4)})  # a rough estimate
+            return Answer(200, {"input_tokens": max(1, len(raw) // 4)})  # a rough estimate
         if record.protocol is None:
             return _error(flavor, Problem(404, f"Invalid URL ({method} {path})"))
         problem = check_request(record.protocol, body, raw)
@@ -257,7 +243,7 @@ class ScriptedProvider:
             return self._model_not_found(flavor, body["model"])
         return self._play(record, len(self._requests))
 
-    def _model_not_found(self, flavor: str, name: Any) -> _Answer:
+    def _model_not_found(self, flavor: str, name: Any) -> Answer:
         message = f"The model {name!r} does not exist (this server serves {self.model!r})."
         return _error(flavor, Problem(404, message, "model", "model_not_found"))
 
@@ -289,7 +275,7 @@ class ScriptedProvider:
             return error(500, f"callable step failed: {exc}", code="script_error")
         return step
 
-    def _play(self, record: ReceivedRequest, request_no: int) -> _Answer:
+    def _play(self, record: ReceivedRequest, request_no: int) -> Answer:
         index, entry = self._next_step(request_no)
         record.step = index
         label = f"request {request_no} (step {'then' if index is None else index})"
@@ -302,11 +288,11 @@ class ScriptedProvider:
         input_tokens = output_tokens = 0
         if kind == "reply":
             input_tokens, output_tokens = (int(n) for n in step.get("usage", (0, 0)))
-            resolved = _reply(step, protocol, request_no, self._served_model(record))
+            resolved = resolve_reply(step, protocol, request_no, self._served_model(record))
             answer = (
-                _Answer(200, events=render_events(protocol, resolved, record.body))
+                Answer(200, events=render_events(protocol, resolved, record.body))
                 if record.stream
-                else _Answer(200, render_json(protocol, resolved, record.body))
+                else Answer(200, render_json(protocol, resolved, record.body))
             )
             answer.wait = float(step.get("delay", 0.0))
         elif kind == "error":
@@ -335,14 +321,15 @@ class ScriptedProvider:
 
     # HTTP plumbing (outside the lock)
 
-    def _handle(self, handler: _Handler, method: str) -> None:
+    def handle(self, handler: RequestHandler, method: str) -> None:
+        """Answer one HTTP request (called on the handler's thread)."""
         path = handler.path.split("?", 1)[0]
         headers = dict(handler.headers.items())
         try:
-            raw = _read_body(handler)
-        except _BodyTooLarge:
+            raw = read_body(handler)
+        except BodyTooLarge:
             problem = Problem(413, f"The request body exceeds {MAX_REQUEST_BYTES} bytes.")
-            _write(handler, _error(_flavor(ENDPOINTS.get(path), headers), problem))
+            write_answer(handler, _error(_flavor(ENDPOINTS.get(path), headers), problem))
             return
         except (OSError, ValueError):
             handler.close_connection = True
@@ -351,7 +338,7 @@ class ScriptedProvider:
             answer = self._answer(method, path, headers, raw)
         if answer.wait > 0:
             self._stop.wait(answer.wait)
-        _write(handler, answer)
+        write_answer(handler, answer)
 
 
 def _flavor(protocol: str | None, headers: Mapping[str, str]) -> str:
@@ -364,32 +351,11 @@ def _flavor(protocol: str | None, headers: Mapping[str, str]) -> str:
 
 def _error(
     flavor: str, problem: Problem, error_type: str | None = None, code: str | None = None
-) -> _Answer:
+) -> Answer:
     payload = error_body(
         flavor, problem.status, problem.message, error_type, code or problem.code, problem.param
     )
-    return _Answer(problem.status, payload)
-
-
-def _reply(step: Step, protocol: str, request_no: int, model: str) -> Reply:
-    calls = tuple(
-        ToolCall(
-            c["function"]["name"],
-            c["function"]["arguments"],
-            c.get("id") or call_id(protocol, request_no, i),
-        )
-        for i, c in enumerate(step.get("tool_calls") or [])
-    )
-    input_tokens, output_tokens = (int(n) for n in step.get("usage", (0, 0)))
-    return Reply(
-        request_no=request_no,
-        model=model,
-        content=step.get("content"),
-        calls=calls,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        finish_reason=step.get("finish_reason") or ("tool_calls" if calls else "stop"),
-    )
+    return Answer(problem.status, payload)
 
 
 def _model_info(model: str) -> dict:
@@ -414,99 +380,3 @@ def _model_list(model: str) -> dict:
         "first_id": model,
         "last_id": model,
     }
-
-
-def _read_body(handler: _Handler) -> bytes:
-    """The request body, framed by Content-Length or chunked, at most MAX_REQUEST_BYTES."""
-    if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
-        parts, size = [], 0
-        while True:
-            line = handler.rfile.readline(1024)
-            length = int(line.split(b";", 1)[0].strip() or b"x", 16)
-            if length == 0:
-                while handler.rfile.readline(1024).strip():
-                    pass  # trailers
-                return b"".join(parts)
-            size += length
-            if size > MAX_REQUEST_BYTES:
-                raise _BodyTooLarge
-            parts.append(handler.rfile.read(length))
-            handler.rfile.readline(8)  # the CRLF after the chunk
-    length = int(handler.headers.get("Content-Length") or 0)
-    if length > MAX_REQUEST_BYTES:
-        raise _BodyTooLarge
-    return handler.rfile.read(length) if length > 0 else b""
-
-
-def _write(handler: _Handler, answer: _Answer) -> None:
-    handler.close_connection = True  # one request per connection: nothing idles open
-    try:
-        handler.send_response(answer.status, status_phrase(answer.status))
-        for name, value in answer.headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Connection", "close")
-        if answer.events is None:
-            data = json.dumps(answer.payload).encode()
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-            return
-        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        handler.send_header("Cache-Control", "no-cache")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
-        for event in answer.events:
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-        handler.wfile.write(b"0\r\n\r\n")
-    except OSError:
-        pass  # the caller gave up (e.g. its timeout fired during a hang): nothing to tell
-
-
-class _Server(ThreadingHTTPServer):
-    """Non-daemon handlers, so ``server_close()`` joins them all (it skips daemon threads)."""
-
-    daemon_threads = False
-    provider: ScriptedProvider
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        # A recognisable name lets tests check that no handler outlives the provider.
-        threading.current_thread().name = f"{_THREAD_PREFIX}-handler:{self.server_address[1]}"
-        super().process_request_thread(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def stop_reading(self) -> None:
-        """Wake handlers blocked reading from a silent client; answers being written still go out."""
-        with self._open_lock:
-            for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RD)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"  # chunked event streams, 100-continue; every answer closes
-    timeout = _SOCKET_TIMEOUT
-
-    def do_GET(self) -> None:
-        self.server.provider._handle(self, "GET")
-
-    def do_POST(self) -> None:
-        self.server.provider._handle(self, "POST")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests are recorded in ScriptedProvider.requests, not printed

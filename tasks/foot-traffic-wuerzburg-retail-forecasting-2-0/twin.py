@@ -28,6 +28,7 @@ the target is never negative; it is rounded to whole counts before normalizing (
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -120,24 +121,53 @@ def _bavarian_holidays(years: range) -> np.ndarray:
     return np.array(days, dtype="datetime64[D]")
 
 
-def generate(n_rows: int, seed: int) -> Twin:
-    if n_rows <= 0:
-        raise ValueError("n_rows must be positive")
-    rng = np.random.default_rng(seed)
-    n_days = max(BASE_DAYS, math.ceil(n_rows / (3 * 24 * 0.97)))
-    n_hours = n_days * 24
+@dataclass(frozen=True)
+class _Calendar:
+    """One value per day: the calendar the expected count depends on."""
 
-    # ---- city-wide calendar, weather and temperature (one value per hour) -------------
+    years: np.ndarray
+    month: np.ndarray
+    daytype: np.ndarray  # 0 Mon-Thu, 1 Fri, 2 Sat, 3 Sun or holiday
+    xmas_market: np.ndarray
+    short_day: np.ndarray  # Dec 24 and 31: shops close at 14h
+
+
+@dataclass(frozen=True)
+class _Weather:
+    """One value per city hour (day-major): hour of day, weather and temperature."""
+
+    hour: np.ndarray
+    day: np.ndarray  # index of the hour's day
+    kind: np.ndarray  # index into KINDS
+    label: np.ndarray  # weather_condition as shown (NaN where missing)
+    temp: np.ndarray
+    clim: np.ndarray  # the month's typical temperature at that hour
+    weather_missing: np.ndarray
+    temp_missing: np.ndarray
+    temp_obs: np.ndarray  # temperature as shown (NaN where missing)
+
+
+def _calendar(n_days: int) -> _Calendar:
     day = START + np.arange(n_days).astype("timedelta64[D]")
     years = day.astype("datetime64[Y]").astype(int) + 1970
     month = day.astype("datetime64[M]").astype(int) % 12 + 1
     dom = (day - day.astype("datetime64[M]")).astype(int) + 1
     dow = (day.astype(int) + 3) % 7  # 1970-01-01 was a Thursday; 0 = Monday
     holiday = np.isin(day, _bavarian_holidays(range(int(years[0]), int(years[-1]) + 1)))
-    daytype = np.select([holiday | (dow == 6), dow == 5, dow == 4], [3, 2, 1], 0)
-    xmas_market = ((month == 11) & (dom >= 24)) | ((month == 12) & (dom <= 23))
-    short_day = (month == 12) & ((dom == 24) | (dom == 31))
+    return _Calendar(
+        years=years,
+        month=month,
+        daytype=np.select([holiday | (dow == 6), dow == 5, dow == 4], [3, 2, 1], 0),
+        xmas_market=((month == 11) & (dom >= 24)) | ((month == 12) & (dom <= 23)),
+        short_day=(month == 12) & ((dom == 24) | (dom == 31)),
+    )
 
+
+def _weather(rng: np.random.Generator, cal: _Calendar, n_days: int) -> _Weather:
+    """City-wide weather and temperature, hour by hour (draws from ``rng`` in a fixed order)."""
+    n_hours = n_days * 24
+    month = cal.month
+    day = START + np.arange(n_days).astype("timedelta64[D]")
     hour = np.tile(np.arange(24), n_days)
     d_of_h = np.repeat(np.arange(n_days), 24)
     m_h = month[d_of_h]
@@ -166,24 +196,27 @@ def generate(n_rows: int, seed: int) -> Twin:
     weather_missing = rng.random(n_hours) < MISSING_WEATHER
     temp_missing = rng.random(n_hours) < MISSING_TEMP
     label[weather_missing] = np.nan
-    temp_obs = np.where(temp_missing, np.nan, temp)
-
-    # ---- rows: street x hour, a sample of the full grid (counter gaps) -----------------
-    total = 3 * n_hours
-    rows = (
-        np.sort(rng.choice(total, size=n_rows, replace=False))
-        if n_rows < total
-        else np.arange(total)
+    return _Weather(
+        hour=hour,
+        day=d_of_h,
+        kind=kind,
+        label=label,
+        temp=temp,
+        clim=clim,
+        weather_missing=weather_missing,
+        temp_missing=temp_missing,
+        temp_obs=np.where(temp_missing, np.nan, temp),
     )
-    h_idx, s = rows // 3, rows % 3
-    hr = hour[h_idx]
-    di = d_of_h[h_idx]
-    dt = daytype[di]
-    base = PROFILE[s, dt, hr]
 
-    t_eff_src = np.where(temp_missing[h_idx], clim[h_idx], temp[h_idx])
-    log_eff = (
-        np.where(weather_missing[h_idx], 0.0, KIND_EFFECT[kind[h_idx]])
+
+def _log_effect(cal: _Calendar, w: _Weather, h_idx: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Log-multiplier of each row's expected count over its street/day type/hour profile."""
+    hr = w.hour[h_idx]
+    di = w.day[h_idx]
+    dt = cal.daytype[di]
+    t_eff_src = np.where(w.temp_missing[h_idx], w.clim[h_idx], w.temp[h_idx])
+    return (
+        np.where(w.weather_missing[h_idx], 0.0, KIND_EFFECT[w.kind[h_idx]])
         # rain keeps weekend shoppers at home more than commuters
         * np.where(dt >= 2, 1.4, 1.0)
         # cold and heat both cost visitors; warm evenings fill the streets
@@ -191,15 +224,34 @@ def generate(n_rows: int, seed: int) -> Twin:
         - 0.035 * np.clip(t_eff_src - 27.0, 0, None)
         + 0.30 * np.clip((t_eff_src - 16.0) / 10.0, 0, 1) * ((hr >= 19) & (hr <= 23))
         # Christmas market (mostly around Schönbornstraße / Marktplatz), late afternoon peak
-        + xmas_market[di] * np.where(s == 2, 0.30, 0.15) * ((hr >= 11) & (hr <= 21))
-        + xmas_market[di] * 0.25 * ((hr >= 17) & (hr <= 21))
-        - 0.55 * (short_day[di] & (hr >= 14))
+        + cal.xmas_market[di] * np.where(s == 2, 0.30, 0.15) * ((hr >= 11) & (hr <= 21))
+        + cal.xmas_market[di] * 0.25 * ((hr >= 17) & (hr <= 21))
+        - 0.55 * (cal.short_day[di] & (hr >= 14))
         # January sales lull, summer vacation dip, slow growth after the pandemic years
-        - 0.10 * (month[di] == 1)
-        - 0.07 * (month[di] == 8)
-        + 0.05 * (years[di] - 2023)
+        - 0.10 * (cal.month[di] == 1)
+        - 0.07 * (cal.month[di] == 8)
+        + 0.05 * (cal.years[di] - 2023)
     )
-    truth = base * np.exp(log_eff)
+
+
+def generate(n_rows: int, seed: int) -> Twin:
+    if n_rows <= 0:
+        raise ValueError("n_rows must be positive")
+    rng = np.random.default_rng(seed)
+    n_days = max(BASE_DAYS, math.ceil(n_rows / (3 * 24 * 0.97)))
+    cal = _calendar(n_days)
+    w = _weather(rng, cal, n_days)
+
+    # ---- rows: street x hour, a sample of the full grid (counter gaps) -----------------
+    total = 3 * n_days * 24
+    rows = (
+        np.sort(rng.choice(total, size=n_rows, replace=False))
+        if n_rows < total
+        else np.arange(total)
+    )
+    h_idx, s = rows // 3, rows % 3
+    base = PROFILE[s, cal.daytype[w.day[h_idx]], w.hour[h_idx]]
+    truth = base * np.exp(_log_effect(cal, w, h_idx, s))
     noisy = truth * np.exp(rng.normal(0, NOISE_SD, n_rows) - NOISE_SD**2 / 2)
     target = np.round(np.round(noisy * REFERENCE[s]) / REFERENCE[s], 5)
 
@@ -211,8 +263,8 @@ def generate(n_rows: int, seed: int) -> Twin:
             ),
             "street": STREETS[s].astype(object),
             "timestamp": np.char.replace(stamp.astype(str), "T", " ").astype(object),
-            "weather_condition": label[h_idx],
-            "temperature": temp_obs[h_idx],
+            "weather_condition": w.label[h_idx],
+            "temperature": w.temp_obs[h_idx],
             "target": target,
         }
     )

@@ -171,13 +171,14 @@ def import_tml_bench(con: duckdb.DuckDBPyConnection, *sources: Path) -> ImportRe
             agents[record.agent_id] = record.provider
 
     baselines = _BaselineImport(read.baselines)
-    runs = ingest(
-        con,
-        candidates,
-        rejected,
-        source=SOURCE,
-        in_transaction=lambda c: (_renumber_attempts(c), _add_agents(c, agents), baselines(c)),
-    )
+
+    def complete(c: duckdb.DuckDBPyConnection) -> None:
+        """Inside the runs' transaction: attempt numbers, agents, baselines."""
+        _renumber_attempts(c)
+        _add_agents(c, agents)
+        baselines(c)
+
+    runs = ingest(con, candidates, rejected, source=SOURCE, in_transaction=complete)
     unknown = Counter(f"runs.{k}" for row in read.runs for k in row.unknown)
     unknown.update(f"baselines.{k}" for row in read.baselines for k in row.unknown)
     return ImportReport(

@@ -32,7 +32,7 @@ renamed as (
         metric_direction,
         case when status = 'success' then score end as score,
         -- the higher-is-better score, derived from the raw metric and its direction;
-        -- the recorded one must agree (data test in _raw__models.yml)
+        -- the recorded one must agree (data test in stg_raw__runs.yml)
         case
             when status = 'success' and metric_direction = 'maximize' then score
             when status = 'success' and metric_direction = 'minimize' then -score

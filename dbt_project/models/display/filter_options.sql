@@ -1,0 +1,32 @@
+-- What the dashboard's sidebar filters offer, in one row: the suites, agents, tasks and budgets
+-- seen in the attempts, and the first and last day (UTC) an attempt was created. A small table
+-- so that no page load scans the attempts for them.
+with
+
+runs as (
+
+    select * from {{ ref('stg_raw__runs') }}
+
+),
+
+final as (
+
+    select
+        coalesce(
+            list(distinct suite_id order by suite_id) filter (where suite_id is not null), []
+        )::varchar[] as suites,
+        coalesce(list(distinct agent_id order by agent_id), [])::varchar[] as agents,
+        coalesce(list(distinct task_id order by task_id), [])::varchar[] as tasks,
+        coalesce(
+            list(distinct budget_seconds order by budget_seconds)
+                filter (where budget_seconds is not null),
+            []
+        )::integer[] as budgets,
+        min(timezone('UTC', created_at))::date as first_day,
+        max(timezone('UTC', created_at))::date as last_day
+
+    from runs
+
+)
+
+select * from final

@@ -1,0 +1,147 @@
+"""``transcript.jsonl``: what the gateway writes of each request (see the package doc)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from runner.gateway.client_connection import ClientRequest
+from runner.gateway.model_requests import Protocol, shrink, summarize_request
+from runner.gateway.replies import Reply
+from runner.gateway.stats import redact_masked
+
+log = logging.getLogger(__name__)
+
+MAX_TRANSCRIPT_BYTES = 128 * 1024**2
+MAX_TRANSCRIPT_BODY = 64 * 1024  # serialized request / reply per transcript line
+
+
+class Transcript:
+    """``transcript.jsonl``, appended line by line; bounded, never holding the key."""
+
+    def __init__(self, path: Path, secret: str | None, max_bytes: int):
+        self.path = path
+        self.secret = secret
+        self.max_bytes = max_bytes
+        self.written = 0
+        self.full = False
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._fh = None
+
+    def open(self) -> None:
+        self.started = time.monotonic()
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def write(self, event: str, **data: Any) -> None:
+        entry = {"event": event, "t": round(time.monotonic() - self.started, 3), **data}
+        line = json.dumps(entry, default=str) + "\n"
+        if self.secret:
+            line = line.replace(self.secret, "[redacted]")
+        with self._lock:
+            if self._fh is None or self.full:
+                return
+            if self.written + len(line) > self.max_bytes:
+                self.full = True
+                line = (
+                    json.dumps(
+                        {"event": "transcript_full", "t": entry["t"], "max_bytes": self.max_bytes}
+                    )
+                    + "\n"
+                )
+            try:
+                self._fh.write(line)
+                self._fh.flush()
+                self.written += len(line)
+            except (OSError, ValueError):
+                log.warning("cannot write the gateway transcript %s", self.path)
+                self.full = True
+
+    def close(self) -> None:
+        with self._lock:
+            fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
+
+    def forwarded(
+        self,
+        kind: Protocol | None,
+        request: ClientRequest,
+        *,
+        status: int,
+        seconds: float,
+        summary: dict | None,
+        event_stream: bool,
+        reply: Reply | None,
+        interrupted: str | None,
+    ) -> None:
+        """The line of one forwarded request: ``model_call`` or ``request`` (see the package doc).
+
+        ``summary``: the request body's summary (:func:`capped_request`), None if not JSON.
+        """
+        error = reply.error if reply is not None else None
+        path = request.path[:500]
+        if kind is None:
+            extra = {}
+            if error is not None:
+                extra["error"] = redact_masked(error[1])[:500]
+            self.write(
+                "request",
+                method=request.method,
+                path=path,
+                status=status,
+                seconds=round(seconds, 3),
+                **extra,
+            )
+            return
+        usage = reply.usage if reply is not None else None
+        shown = reply.transcript() if reply is not None else {"error": "no reply"}
+        if "error" in shown:
+            shown["error"] = redact_masked(shown["error"])
+        entry: dict[str, Any] = {
+            "protocol": kind,
+            "method": request.method,
+            "path": path,
+            "status": status,
+            "seconds": round(seconds, 3),
+            "stream": event_stream,
+            "usage": {"input": usage[0], "output": usage[1]} if usage is not None else None,
+            "request": summary,
+            "reply": capped(shown),
+        }
+        if interrupted is not None:
+            entry["interrupted"] = interrupted
+        self.write("model_call", **entry)
+
+
+def capped(value: dict, limit: int = MAX_TRANSCRIPT_BODY) -> dict:
+    """``value`` if it serializes within ``limit``; else with its strings cut harder."""
+    if len(json.dumps(value, default=str)) <= limit:
+        return value
+    for max_str in (2000, 300):
+        cut = shrink(value, max_str, 64, 8)
+        if len(json.dumps(cut, default=str)) <= limit:
+            return cut
+    return {"cut": f"larger than {limit} bytes"}
+
+
+def capped_request(kind: Protocol, parsed: Any) -> dict | None:
+    """The transcript's summary of a parsed request body, cut to fit one line."""
+    if parsed is None:
+        return None
+    for max_str in (4000, 500, 100):
+        summary = summarize_request(kind, parsed, max_str)
+        if summary is None:
+            return {"cut": "the request body was not a JSON object"}
+        if len(json.dumps(summary, default=str)) <= MAX_TRANSCRIPT_BODY:
+            return summary
+    return {
+        "model": str(parsed.get("model"))[:200],
+        "cut": f"larger than {MAX_TRANSCRIPT_BODY} bytes",
+    }

@@ -1,0 +1,220 @@
+"""A suite's settings (agent, task, budget): their keys, where their runs live, what is left to run.
+
+Cheap to import on purpose (no pandas or scikit-learn): the CLI and Dagster's partitions name
+settings long before anything runs.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.config import Paths
+from runner.errors import TmlbenchError
+from runner.records import RECORD_FILE, RunRecord, read_record
+from runner.registry import load_agent, load_task
+from runner.specs import AgentSpec, SuiteSpec, TaskSpec
+
+if TYPE_CHECKING:
+    from runner.attempt import AttemptPlan
+
+SETTING_KEY_SEP = "|"
+
+
+def setting_key(agent_id: str, task_id: str, budget_seconds: int) -> str:
+    """``agent|task|budget``: one name per setting (e.g. a Dagster partition key)."""
+    return SETTING_KEY_SEP.join((agent_id, task_id, str(budget_seconds)))
+
+
+def parse_setting_key(key: str) -> tuple[str, str, int]:
+    parts = key.split(SETTING_KEY_SEP)
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise TmlbenchError(f"setting key {key!r} is not of the form agent|task|budget_seconds")
+    return parts[0], parts[1], int(parts[2])
+
+
+@dataclass(frozen=True)
+class SuiteLayout:
+    """Where one suite's data and runs live."""
+
+    data_dir: Path
+    runs_dir: Path
+
+    @classmethod
+    def of(cls, suite: SuiteSpec, paths: Paths) -> SuiteLayout:
+        return cls(
+            data_dir=(paths.data_dir / suite.data_subdir).resolve(),
+            runs_dir=(paths.runs_dir / suite.runs_subdir).resolve(),
+        )
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One (agent, task, budget) of a suite, with the profile and suite recorded on its runs."""
+
+    agent: AgentSpec
+    task: TaskSpec
+    budget_seconds: int
+    instruction_profile: str = "standard"
+    suite_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        return setting_key(self.agent.id, self.task.id, self.budget_seconds)
+
+    def plan(self, attempt_index: int) -> AttemptPlan:
+        # Imported here: runner.attempt pulls in grading (pandas, scikit-learn), which naming
+        # settings does not need.
+        from runner.attempt import AttemptPlan
+
+        return AttemptPlan(
+            self.agent,
+            self.task,
+            self.budget_seconds,
+            attempt_index,
+            self.instruction_profile,
+            self.suite_id,
+        )
+
+    @property
+    def run_id_prefix(self) -> str:
+        return self.plan(0).run_id.removesuffix("00")
+
+
+def suite_settings(suite: SuiteSpec, paths: Paths) -> list[Setting]:
+    """Every setting of the suite: agents outermost, then tasks, then budgets."""
+    agents = [
+        _with_cpus(load_agent(paths.agents_dir, a), suite.cpus_per_attempt) for a in suite.agents
+    ]
+    tasks = [load_task(paths.tasks_dir, t) for t in suite.tasks]
+    return [
+        Setting(agent, task, budget, suite.profile_for(budget), suite.id)
+        for agent in agents
+        for task in tasks
+        for budget in suite.budgets
+    ]
+
+
+def _with_cpus(agent: AgentSpec, cpus: int | None) -> AgentSpec:
+    if cpus is None:
+        return agent
+    return agent.model_copy(update={"limits": agent.limits.model_copy(update={"cpus": cpus})})
+
+
+def setting_records(runs_dir: Path, setting: Setting) -> list[RunRecord]:
+    """The setting's recorded attempts, by attempt index."""
+    records = [
+        read_record(path)
+        for path in runs_dir.glob(f"{glob.escape(setting.run_id_prefix)}*/{RECORD_FILE}")
+    ]
+    return sorted(records, key=lambda r: r.attempt_index)
+
+
+def harness_error_count(records: list[RunRecord]) -> int:
+    """How many of a setting's attempts ended in ``harness_error`` (a harness that died
+    mid-attempt included: whatever killed it may come back on every re-run)."""
+    return sum(r.status == "harness_error" for r in records)
+
+
+def next_attempt_indices(
+    records: list[RunRecord],
+    wanted: int,
+    ceiling: int,
+    harness_error_ceiling: int | None = None,
+) -> list[int]:
+    """Attempt indices still to run: enough for ``wanted`` successes, never past ``ceiling``
+    agent attempts, and none once the setting has ``harness_error_ceiling`` harness errors.
+
+    Harness errors do not use up the agent's allowance (they are not the agent's doing), but
+    their run ids stay taken: records are immutable. As they are re-run, a fault that keeps
+    coming back would re-run the setting forever; the harness-error ceiling ends that.
+    """
+    if harness_error_ceiling is not None and harness_error_count(records) >= harness_error_ceiling:
+        return []
+    successes = sum(r.status == "success" for r in records)
+    used = sum(r.status != "harness_error" for r in records)
+    need = min(wanted - successes, ceiling - used)
+    taken = {r.attempt_index for r in records}
+    free = (i for i in itertools.count() if i not in taken)
+    return [next(free) for _ in range(max(0, need))]
+
+
+@dataclass
+class SettingOutcome:
+    """Where a setting stands after a run: all its records and what went wrong in the harness.
+
+    ``harness_errors`` lists this run's harness faults and, first, ``ceiling_note`` (why the
+    setting gets no more attempts) when it is stopped at the harness-error ceiling.
+    """
+
+    setting: Setting
+    wanted: int  # the suite's rules: successes wanted, agent attempts allowed, harness errors
+    attempt_ceiling: int
+    harness_error_ceiling: int
+    records: list[RunRecord] = field(default_factory=list)
+    new: int = 0
+    harness_errors: list[str] = field(default_factory=list)
+    ceiling_note: str | None = None
+
+    @classmethod
+    def recorded(cls, setting: Setting, suite: SuiteSpec, runs_dir: Path) -> SettingOutcome:
+        """The setting as its recorded attempts leave it, under the suite's rules."""
+        return cls(
+            setting,
+            suite.attempts,
+            suite.attempt_ceiling,
+            suite.harness_error_ceiling,
+            setting_records(runs_dir, setting),
+        )
+
+    def next_indices(self) -> list[int]:
+        """The attempts it still wants now: none once this run saw a harness fault in it."""
+        if self.harness_errors:
+            return []
+        return next_attempt_indices(
+            self.records, self.wanted, self.attempt_ceiling, self.harness_error_ceiling
+        )
+
+    @property
+    def successes(self) -> int:
+        return sum(r.status == "success" for r in self.records)
+
+    @property
+    def complete(self) -> bool:
+        return self.successes >= self.wanted
+
+    @property
+    def n_harness_errors(self) -> int:
+        return harness_error_count(self.records)
+
+    @property
+    def stopped_at_harness_error_ceiling(self) -> bool:
+        """It still wants attempts (successes lacking, allowance left), but has as many
+        harness errors as the ceiling allows."""
+        if self.n_harness_errors < self.harness_error_ceiling:
+            return False
+        return bool(next_attempt_indices(self.records, self.wanted, self.attempt_ceiling))
+
+    def ceiling_message(self, runs_dir: Path) -> str:
+        """Which setting stopped, with how many harness errors, and where to look."""
+        setting = self.setting
+        errors = [r for r in self.records if r.status == "harness_error"]
+        latest = max(errors, key=lambda r: (r.created_at, r.run_id))
+        shown = ", ".join(r.run_id for r in errors[-5:])
+        first_line = (latest.error_message or "(no error message)").splitlines()[0][:300]
+        return (
+            f"{setting.key} (profile {setting.instruction_profile}) stopped at the harness-error "
+            f"ceiling: {len(errors)} harness_error attempts (suite {setting.suite_id or '(none)'}, "
+            f"harness_error_ceiling: {self.harness_error_ceiling}); it still lacks "
+            f"{max(self.wanted - self.successes, 0)} success(es) and gets no more attempts. "
+            f"Look at {runs_dir}/<run_id>/record.json (error_message) and harness_error.txt "
+            f"(the traceback) of {shown}; the latest says: {first_line}. Fix the fault, then "
+            f"raise harness_error_ceiling in the suite's file to resume the setting."
+        )
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(Counter(r.status for r in self.records))

@@ -1,0 +1,10 @@
+"""The terminal every ``tmlbench`` command prints to (the engine's and the plugins')."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+# Piped output (CI logs, `make run | tee`) gets a wide fixed width instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)

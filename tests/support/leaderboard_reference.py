@@ -1,0 +1,153 @@
+"""The benchmark's rules recomputed in pandas: the reference the dbt marts are checked against.
+
+The marts (dbt_project/) are the one home of the rules; everything tmlbench shows reads them.
+This independent recomputation exists only so the tests can cross-check the marts
+(tests/test_marts_crosscheck.py) and pin each rule on hand-made records
+(tests/test_leaderboard.py). Rules (ARCHITECTURE.md, "Benchmark rules"):
+- a setting (agent, task, budget) scores the median of its first N successes by created_at, run_id;
+- an agent is ranked only with ≥ N successes in every setting of the suite;
+- per (task, budget) cell, higher-is-better medians are min-max scaled over ranked agents
+  (best 1, worst 0, all equal 0.5);
+- primary score: per task the best budget's points, then the mean over tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from runner.records import STATUSES, RunRecord
+
+SETTING = ["agent_id", "task_id", "budget_seconds"]
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    settings: pd.DataFrame  # one row per setting: medians, IQR, counts
+    points: pd.DataFrame  # one row per ranked setting: normalized points
+    ranking: pd.DataFrame  # one row per ranked agent: the three variants, ranks, reliability
+    coverage: pd.DataFrame  # one row per setting lacking successes
+    success: pd.DataFrame  # one row per agent: attempts and counts per status
+
+
+def records_frame(records: Iterable[RunRecord]) -> pd.DataFrame:
+    frame = pd.DataFrame([r.model_dump() for r in records])
+    if frame.empty:
+        return pd.DataFrame(columns=[*RunRecord.model_fields])
+    return frame
+
+
+def counted_attempts(runs: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The first ``n`` successes of each setting, ordered by created_at then run_id."""
+    ok = runs[runs["status"] == "success"].sort_values(["created_at", "run_id"])
+    return ok.groupby(SETTING, sort=False).head(n)
+
+
+def setting_scores(runs: pd.DataFrame, n: int) -> pd.DataFrame:
+    counted = counted_attempts(runs, n)
+    stats = counted.groupby(SETTING).agg(
+        median_score=("score", "median"),
+        median_score_hib=("score_hib", "median"),
+        q1=("score", lambda s: s.quantile(0.25)),
+        q3=("score", lambda s: s.quantile(0.75)),
+        min_score=("score", "min"),
+        max_score=("score", "max"),
+        n_counted=("score", "size"),
+    )
+    stats["iqr"] = stats["q3"] - stats["q1"]
+    counts = runs.groupby(SETTING).agg(
+        attempts=("run_id", "size"), successes=("status", lambda s: int((s == "success").sum()))
+    )
+    return counts.join(stats, how="left").reset_index()
+
+
+def normalize(settings: pd.DataFrame) -> pd.DataFrame:
+    """Min-max scale the higher-is-better medians within each (task, budget) cell."""
+    cells = settings.groupby(["task_id", "budget_seconds"])["median_score_hib"]
+    low, high = cells.transform("min"), cells.transform("max")
+    span = high - low
+    points = np.where(span > 0, (settings["median_score_hib"] - low) / span.where(span > 0, 1), 0.5)
+    return settings.assign(points=points)[[*SETTING, "points"]]
+
+
+def compute_leaderboard(
+    records: Iterable[RunRecord],
+    n: int = 5,
+    suite_settings: Iterable[tuple[str, str, int]] | None = None,
+) -> Leaderboard:
+    runs = records_frame(records)
+    settings = setting_scores(runs, n) if not runs.empty else pd.DataFrame(columns=[*SETTING])
+    expected = _expected_settings(runs, suite_settings)
+    coverage = expected.merge(settings[[*SETTING, "successes"]], on=SETTING, how="left")
+    coverage["successes"] = coverage["successes"].fillna(0).astype(int)
+    coverage["missing"] = (n - coverage["successes"]).clip(lower=0)
+    covered_agents = set(coverage["agent_id"]) - set(
+        coverage.loc[coverage["missing"] > 0, "agent_id"]
+    )
+    ranked = settings[settings["agent_id"].isin(covered_agents)]
+    points = normalize(ranked) if not ranked.empty else pd.DataFrame(columns=[*SETTING, "points"])
+    ranking = _ranking(points, runs, settings, covered_agents)
+    return Leaderboard(
+        settings=settings,
+        points=points,
+        ranking=ranking,
+        coverage=coverage[coverage["missing"] > 0].reset_index(drop=True),
+        success=success_rates(runs),
+    )
+
+
+def success_rates(runs: pd.DataFrame) -> pd.DataFrame:
+    counts = pd.crosstab(runs["agent_id"], runs["status"]).reindex(
+        columns=list(STATUSES), fill_value=0
+    )
+    counts.columns = [f"n_{c}" for c in counts.columns]
+    counts.insert(0, "attempts", counts.sum(axis=1))
+    # A harness fault is never blamed on the agent: not one of its attempts, not in the rate.
+    counts.insert(1, "agent_attempts", counts["attempts"] - counts["n_harness_error"])
+    counts.insert(2, "successes", counts["n_success"])
+    counts.insert(
+        3, "success_rate", counts["successes"] / counts["agent_attempts"].replace(0, float("nan"))
+    )
+    return counts.reset_index()
+
+
+def _expected_settings(runs: pd.DataFrame, suite_settings) -> pd.DataFrame:
+    if suite_settings is not None:
+        return pd.DataFrame(list(suite_settings), columns=SETTING).drop_duplicates()
+    # Without a suite: every agent is expected in every (task, budget) cell seen in the records.
+    cells = runs[["task_id", "budget_seconds"]].drop_duplicates()
+    agents = runs[["agent_id"]].drop_duplicates()
+    return agents.merge(cells, how="cross")[SETTING]
+
+
+def _ranking(
+    points: pd.DataFrame, runs: pd.DataFrame, settings: pd.DataFrame, agents: set
+) -> pd.DataFrame:
+    if points.empty:
+        return pd.DataFrame(
+            columns=["rank", "agent_id", "best_budget", "all_cells", "largest_budget"]
+        )
+    best = (
+        points.groupby(["agent_id", "task_id"])["points"].max().rename("best_points").reset_index()
+    )
+    largest = points[points["budget_seconds"] == points["budget_seconds"].max()]
+    table = pd.DataFrame(
+        {
+            "best_budget": best.groupby("agent_id")["best_points"].mean(),
+            "all_cells": points.groupby("agent_id")["points"].mean(),
+            "largest_budget": largest.groupby("agent_id")["points"].mean(),
+        }
+    )
+    best["task_rank"] = best.groupby("task_id")["best_points"].rank(method="min", ascending=False)
+    table["mean_rank"] = best.groupby("agent_id")["task_rank"].mean()
+    table["rank_std"] = best.groupby("agent_id")["task_rank"].std(ddof=1)
+    rates = success_rates(runs[runs["agent_id"].isin(agents)]).set_index("agent_id")
+    table["success_rate"] = rates["success_rate"]
+    counted = settings[settings["agent_id"].isin(agents)]
+    rel_iqr = (counted["iqr"] / counted["median_score"].abs()).replace([np.inf, -np.inf], np.nan)
+    table["rel_iqr"] = rel_iqr.groupby(counted["agent_id"]).median()
+    table.insert(0, "rank", table["best_budget"].rank(method="min", ascending=False).astype(int))
+    return table.reset_index().sort_values(["rank", "agent_id"]).reset_index(drop=True)

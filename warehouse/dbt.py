@@ -1,0 +1,83 @@
+"""How tmlbench runs dbt: one executable, one project, the warehouse file as a dbt var.
+
+Every dbt invocation — `build_marts` (the CLI's `warehouse build`), the Dagster dbt asset and
+`make manifest` — takes its arguments from here. The warehouse file reaches the profile
+(dbt_project/profiles.yml) as the var ``tmlbench_warehouse``, so no caller writes the process
+environment; and dbt always runs as a subprocess of the venv's own dbt CLI, so the DuckDB
+handle dbt-duckdb caches per process dies with that process instead of locking the file.
+
+    python -m warehouse.dbt parse --quiet     # any dbt command, on the default warehouse
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+from warehouse.db import warehouse_path
+
+DBT_PROJECT_DIR = REPO_ROOT / "dbt_project"
+# The var dbt_project/profiles.yml reads the DuckDB file from.
+WAREHOUSE_VAR = "tmlbench_warehouse"
+
+
+def dbt_executable() -> Path:
+    """The dbt CLI installed beside this interpreter (not whichever `dbt` is first on PATH)."""
+    candidate = Path(sys.executable).parent / "dbt"
+    if not candidate.is_file():
+        raise TmlbenchError(
+            f"no dbt CLI at {candidate} (beside {sys.executable}); install the project: make install"
+        )
+    return candidate
+
+
+def dbt_vars(warehouse: Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The vars of one invocation: the warehouse file, then overrides of the project vars."""
+    overrides = dict(overrides or {})
+    if WAREHOUSE_VAR in overrides:
+        raise TmlbenchError(
+            f"dbt var {WAREHOUSE_VAR!r} is the warehouse file; pass the warehouse path instead"
+        )
+    return {WAREHOUSE_VAR: str(Path(warehouse).resolve()), **overrides}
+
+
+def vars_args(warehouse: Path, overrides: Mapping[str, Any] | None = None) -> list[str]:
+    """``--vars <json>`` for one invocation (what the Dagster asset adds to its dbt command)."""
+    return ["--vars", json.dumps(dbt_vars(warehouse, overrides), sort_keys=True)]
+
+
+def project_args() -> list[str]:
+    """Where the project and its profile are (dagster-dbt passes these itself)."""
+    return ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
+
+
+def dbt_command(args: Sequence[str]) -> list[str]:
+    """The full command line of ``dbt <args>`` on this project."""
+    return [str(dbt_executable()), *args, *project_args()]
+
+
+def run_dbt(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``dbt <args>`` on this project and capture its output; a failing exit is not raised."""
+    return subprocess.run(
+        dbt_command(args), capture_output=True, text=True, check=False, cwd=DBT_PROJECT_DIR
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one dbt command on the default warehouse, as the rest of tmlbench would."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 2
+    command = dbt_command([*args, *vars_args(warehouse_path())])
+    return subprocess.run(command, check=False, cwd=DBT_PROJECT_DIR).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The terminal leaderboard: the dbt marts of one suite, printed as rich tables.
+
+Nothing here computes a rule of the benchmark: every number is read from schema ``marts``
+(dbt_project/), the same tables the dashboard shows. The marts rank every agent in the
+warehouse; a suite selects rows, as the dashboard's suite filter does: the agents, tasks and
+budgets that have an attempt recorded under the suite. Scores and ranks are not recomputed,
+so an agent outside the suite on the same tasks moves the normalized points of those in it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from runner.errors import TmlbenchError
+
+if TYPE_CHECKING:
+    import duckdb
+
+# What the suite selects: the agents, tasks and budgets with an attempt under the suite.
+# $suite is replaced by the quoted suite id (see _with_suite), not bound as a parameter.
+SUITE_ROWS = """
+    agent_id in (select agent_id from raw.runs where suite_id = $suite)
+    and task_id in (select task_id from raw.runs where suite_id = $suite)
+    and budget_seconds in (select budget_seconds from raw.runs where suite_id = $suite)
+"""
+
+RANKING = """
+    select
+        best.rank,
+        best.agent_id,
+        best.score as best_budget,
+        all_cells.score as all_cells,
+        largest.score as largest_budget,
+        ranks.mean_rank,
+        ranks.rank_std,
+        rates.success_rate,
+        stability.rel_iqr
+    from marts.leaderboard as best
+    left join marts.leaderboard as all_cells
+        on all_cells.agent_id = best.agent_id and all_cells.variant = 'all_cells'
+    left join marts.leaderboard as largest
+        on largest.agent_id = best.agent_id and largest.variant = 'largest_budget'
+    left join marts.rank_stability as ranks on ranks.agent_id = best.agent_id
+    left join marts.success_rates as rates on rates.agent_id = best.agent_id
+    left join marts.run_stability as stability on stability.agent_id = best.agent_id
+    where best.variant = 'best_budget'
+        and best.agent_id in (select agent_id from raw.runs where suite_id = $suite)
+    order by best.rank, best.agent_id
+"""
+
+SETTING_MEDIANS = f"""
+    select task_id, agent_id, budget_seconds, median_score
+    from marts.setting_scores
+    where {SUITE_ROWS}
+    order by task_id, agent_id, budget_seconds
+"""
+
+# N, the successes counted per setting (dbt var counted_successes), as the marts were built
+# with it: a setting short of successes lacks exactly N − successes; any other counts N.
+COUNTED_SUCCESSES = """
+    select coalesce(
+        (select max(successes + missing) from marts.coverage where missing > 0),
+        (select max(n_counted) from marts.setting_scores)
+    )
+"""
+
+NOT_RANKED = f"""
+    select agent_id, task_id, budget_seconds, successes, missing
+    from marts.coverage
+    where missing > 0 and {SUITE_ROWS}
+    order by agent_id, task_id, budget_seconds
+"""
+
+# The marts this command reads; a warehouse without them has not been built by dbt yet.
+MARTS_READ = (
+    "leaderboard",
+    "rank_stability",
+    "success_rates",
+    "run_stability",
+    "setting_scores",
+    "coverage",
+)
+
+
+@dataclass(frozen=True)
+class SuiteBoard:
+    """What the terminal shows for one suite, as read from the marts."""
+
+    suite_id: str
+    title: str
+    ranking: list[tuple[Any, ...]]  # rows of RANKING
+    medians: list[tuple[Any, ...]]  # rows of SETTING_MEDIANS
+    counted_successes: int | None
+    not_ranked: list[tuple[Any, ...]]  # rows of NOT_RANKED
+
+
+def read_board(warehouse: Path, suite_id: str) -> SuiteBoard:
+    """Read one suite's leaderboard from the marts of ``warehouse`` (opened read-only)."""
+    from warehouse.db import connect  # imports duckdb: only when a board is read
+
+    if not warehouse.is_file():
+        raise TmlbenchError(
+            f"no warehouse at {warehouse}: build it and its marts with `tmlbench warehouse build` "
+            "(or `make run`)"
+        )
+    con = connect(warehouse, read_only=True)
+    try:
+        _require_marts(con, warehouse)
+        title = _suite_title(con, warehouse, suite_id)
+        return SuiteBoard(
+            suite_id=suite_id,
+            title=title,
+            ranking=con.execute(_with_suite(RANKING, suite_id)).fetchall(),
+            medians=con.execute(_with_suite(SETTING_MEDIANS, suite_id)).fetchall(),
+            counted_successes=con.execute(COUNTED_SUCCESSES).fetchone()[0],
+            not_ranked=con.execute(_with_suite(NOT_RANKED, suite_id)).fetchall(),
+        )
+    finally:
+        con.close()
+
+
+def _with_suite(query: str, suite_id: str) -> str:
+    """``query`` with ``$suite`` as a SQL string literal. Not a bound parameter: DuckDB's Python
+    client imports pandas (about a second) to inspect any parameter it is given."""
+    return query.replace("$suite", "'" + suite_id.replace("'", "''") + "'")
+
+
+def _require_marts(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    present = {
+        name
+        for (name,) in con.execute(
+            "select table_name from information_schema.tables where table_schema = 'marts'"
+        ).fetchall()
+    }
+    missing = [name for name in MARTS_READ if name not in present]
+    if missing:
+        raise TmlbenchError(
+            f"the warehouse {warehouse} has no marts.{', marts.'.join(missing)}: build them with "
+            "`tmlbench warehouse build` (or `make run`)"
+        )
+
+
+def _suite_title(con: duckdb.DuckDBPyConnection, warehouse: Path, suite_id: str) -> str:
+    suites = dict(con.execute("select suite_id, title from raw.suites order by 1").fetchall())
+    if suite_id not in suites:
+        known = ", ".join(suites) or "none"
+        raise TmlbenchError(
+            f"unknown suite {suite_id!r} in the warehouse {warehouse} (raw.suites has: {known}); "
+            "load the suite files with `tmlbench warehouse build`"
+        )
+    count = _with_suite("select count(*) from raw.runs where suite_id = $suite", suite_id)
+    (runs,) = con.execute(count).fetchone()
+    if not runs:
+        raise TmlbenchError(
+            f"the warehouse {warehouse} has no attempt of suite {suite_id!r}; run: "
+            f"tmlbench bench --suite {suite_id}, then tmlbench warehouse build"
+        )
+    return suites[suite_id]
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def print_board(console: Console, board: SuiteBoard) -> None:
+    console.print(_ranking_table(board))
+    console.print(
+        "score: per task the best budget's normalized points (best agent 1, worst 0), mean over tasks."
+    )
+    console.print(_medians_table(board))
+    if board.not_ranked:
+        console.print("[yellow]not ranked (fewer successes than needed):[/]")
+        for agent_id, task_id, budget, successes, missing in board.not_ranked:
+            console.print(
+                f"  {agent_id} · {task_id} · {budget} s: {successes} successes, {missing} missing"
+            )
+
+
+def _ranking_table(board: SuiteBoard) -> Table:
+    table = Table(
+        title=f"tmlbench leaderboard: {board.title} ({board.suite_id})", title_justify="left"
+    )
+    for column in (
+        "rank",
+        "agent",
+        "score",
+        "all cells",
+        "largest budget",
+        "mean rank ± sd",
+        "success rate",
+        "run-to-run IQR/|median|",
+    ):
+        table.add_column(column, justify="left" if column == "agent" else "right")
+    for rank, agent, best, all_cells, largest, mean_rank, rank_std, rate, rel_iqr in board.ranking:
+        table.add_row(
+            str(rank),
+            agent,
+            _fmt(best),
+            _fmt(all_cells),
+            _fmt(largest),
+            f"{_fmt(mean_rank, 2)} ± {_fmt(rank_std, 2)}",
+            "-" if rate is None else f"{rate:.0%}",
+            _fmt(rel_iqr, 4),
+        )
+    return table
+
+
+def _medians_table(board: SuiteBoard) -> Table:
+    """One row per (task, agent), one column per budget: the setting's median score."""
+    counted = board.counted_successes
+    table = Table(title=f"setting medians (first {counted} successes)", title_justify="left")
+    budgets = sorted({budget for _, _, budget, _ in board.medians})
+    table.add_column("task")
+    table.add_column("agent")
+    for budget in budgets:
+        table.add_column(f"{budget} s", justify="right")
+    grid: dict[tuple[str, str], dict[int, float | None]] = {}
+    for task_id, agent_id, budget, median in board.medians:
+        grid.setdefault((task_id, agent_id), {})[budget] = median
+    for (task_id, agent_id), by_budget in grid.items():
+        table.add_row(task_id, agent_id, *(_fmt(by_budget.get(b), 4) for b in budgets))
+    return table
