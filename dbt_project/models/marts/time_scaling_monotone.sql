@@ -1,36 +1,10 @@
 -- Per covered agent: the share of its (agent, task) curves whose normalized points never
--- decrease as the budget grows (a one-budget curve counts as monotone).
+-- decrease as the budget grows (the curves and their rule: int_time_scaling_curves).
 with
-
-points as (
-
-    select * from {{ ref('normalized_scores') }}
-
-),
-
-steps as (
-
-    select
-        agent_id,
-        task_id,
-        points,
-        lag(points) over (
-            partition by agent_id, task_id order by budget_seconds
-        ) as previous_points
-
-    from points
-
-),
 
 curves as (
 
-    select
-        agent_id,
-        task_id,
-        bool_and(previous_points is null or points >= previous_points) as is_monotone
-
-    from steps
-    group by agent_id, task_id
+    select * from {{ ref('int_time_scaling_curves') }}
 
 ),
 
