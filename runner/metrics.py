@@ -19,19 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from runner.errors import SpecError
+from runner.task_vocabulary import Direction, TaskType
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from runner.specs import TaskSpec
-
-Direction = Literal["maximize", "minimize"]
-TaskType = Literal["binary", "regression"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class Metric:
     name: str
     direction: Direction
     needs_probabilities: bool
-    task_types: frozenset[str]
+    task_types: frozenset[TaskType]
     description: str
     fn: Callable[[np.ndarray, np.ndarray], float] = field(repr=False, compare=False)
     overflow: str = ""
@@ -113,8 +111,8 @@ def _r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(r2_score(y_true, y_pred))
 
 
-_BINARY = frozenset({"binary"})
-_REGRESSION = frozenset({"regression"})
+_BINARY: frozenset[TaskType] = frozenset({"binary"})
+_REGRESSION: frozenset[TaskType] = frozenset({"regression"})
 
 METRICS: dict[str, Metric] = {
     m.name: m

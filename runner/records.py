@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.errors import HarnessError, TmlbenchError, describe_validation_error
 from runner.limits import Limit
+from runner.task_vocabulary import Direction
 
 # 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts;
 # 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes;
@@ -57,7 +58,7 @@ class AttemptSetup(_Part):
 
     task_id: str
     metric_name: str
-    metric_direction: Literal["maximize", "minimize"]
+    metric_direction: Direction
     budget_seconds: int
     instruction_profile: str
     attempt_index: int

@@ -1,7 +1,7 @@
 """The closed vocabularies (run statuses, metric directions, leaderboard variants) agree in
 every layer that must spell them out.
 
-Python declares each one as a type (runner.records.Status, runner.metrics.Direction); dbt
+Python declares each one as a type (runner.records.Status, runner.task_vocabulary.Direction); dbt
 declares it once as a macro (dbt_project/macros/vocabulary.sql) that models loop over and
 accepted_values tests take; the DDL checks it in raw.runs and raw.tasks; a contracted mart
 lists one n_<status> column per status. Any other file that spells out the whole status list
@@ -21,7 +21,7 @@ import jinja2
 import pytest
 import yaml
 
-from runner.metrics import Direction
+from runner.task_vocabulary import Direction
 from runner.records import STATUSES, RunRecord
 from warehouse.importers import tml_bench_format
 

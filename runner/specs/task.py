@@ -8,11 +8,12 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from runner.specs.base import Frozen
+from runner.task_vocabulary import Direction, TaskType
 
 
 class MetricSpec(Frozen):
     name: str = Field(description="metric name in runner.metrics, e.g. 'auc' or 'rmse'")
-    direction: Literal["maximize", "minimize"]
+    direction: Direction
 
 
 class SubmissionSpec(Frozen):
@@ -60,7 +61,7 @@ class SourceSpec(Frozen):
 class TaskSpec(Frozen):
     id: str
     title: str
-    task_type: Literal["binary", "regression"]
+    task_type: TaskType
     id_column: str
     target_column: str
     feature_columns: tuple[str, ...]

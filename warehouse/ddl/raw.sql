@@ -33,7 +33,7 @@ create table if not exists raw.runs (
     pids_limit              integer,
     disk_limit_bytes        bigint,
 
-    -- this IN list spells out runner.records.Status (metric_direction's, runner.metrics.Direction);
+    -- this IN list spells out runner.records.Status (metric_direction's, runner.task_vocabulary.Direction);
     -- tests/test_status_list.py keeps both in step with Python and dbt's macros/vocabulary.sql
     status                  varchar not null check (status in (
         'success', 'invalid_submission', 'no_submission', 'timeout',

@@ -64,15 +64,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 from pydantic import ValidationError
 
 from runner.errors import TmlbenchError, describe_validation_error
-from runner.metrics import get_metric
+from runner.metrics import Metric, get_metric
 from runner.records import RECORD_SCHEMA_VERSION, RunRecord
+from runner.task_vocabulary import Direction
 from warehouse.db import apply_ddl
 from warehouse.importers.tml_bench_format import (
     BASELINE_COLUMNS,
@@ -110,7 +111,7 @@ class ImportedRun(RunRecord):
 
     harness_version: str | None = None  # type: ignore[assignment]
     metric_name: str | None = None  # type: ignore[assignment]
-    metric_direction: Literal["maximize", "minimize"] | None = None  # type: ignore[assignment]
+    metric_direction: Direction | None = None  # type: ignore[assignment]
     budget_seconds: int | None = None  # type: ignore[assignment]
     instruction_profile: str | None = None  # type: ignore[assignment]
     seed: int | None = None  # type: ignore[assignment]
@@ -210,7 +211,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
     metric_name = v["metric_name"] or metric_of(task_id)
     if metric_name and not v["metric_name"]:
         notes["failed runs took their metric from their competition"] += 1
-    direction = _direction(metric_name)
+    metric = _known_metric(metric_name)
     extra = {name: v[name] for name in EXTRA_RUN_COLUMNS if v[name] is not None}
     if "git_dirty" in extra:
         extra["git_dirty"] = bool(extra["git_dirty"])
@@ -218,7 +219,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
     if status == "success":
         if score is None or not math.isfinite(score):
             raise ValueError(f"run {run_id!r}: status success but score_raw is {score!r}")
-        if direction is None:
+        if metric is None:
             raise ValueError(
                 f"run {run_id!r}: metric {metric_name!r} is not known to runner/metrics.py, so "
                 "whether higher or lower is better would be a guess; add it there"
@@ -245,7 +246,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
             model_id=v["model_id"],
             task_id=task_id,
             metric_name=metric_name,
-            metric_direction=direction,
+            metric_direction=None if metric is None else metric.direction,
             budget_seconds=v["budget_time_seconds"],
             instruction_profile=v["prompt_profile"],
             attempt_index=0,  # renumbered in the warehouse, over everything imported
@@ -255,7 +256,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
             sandbox_unsafe=False,
             status=status,
             score=score,
-            score_hib=None if score is None else score if direction == "maximize" else -score,
+            score_hib=None if score is None or metric is None else metric.higher_is_better(score),
             local_validation_score=v["local_validation_metric"],
             wall_seconds=v["runtime_seconds"],
             submission_path=v["submission_path"],
@@ -272,11 +273,12 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
     return Candidate(record, row.where, content_sha256(v, RUN_COLUMNS), _json(extra))
 
 
-def _direction(metric_name: str | None) -> Literal["maximize", "minimize"] | None:
+def _known_metric(metric_name: str | None) -> Metric | None:
+    """The metric runner.metrics knows by this name (its direction and orientation), else None."""
     if not metric_name:
         return None
     try:
-        return get_metric(metric_name).direction
+        return get_metric(metric_name)
     except TmlbenchError:
         return None
 
