@@ -62,3 +62,12 @@
             then {{ all_attempts }}.cost_total_usd / {{ all_attempts }}.successes_with_cost
         end::double as cost_per_success_usd
 {% endmacro %}
+
+{#- Points bought per dollar: the points (a setting's, or the agent's primary score) ÷ the mean
+    cost of the counted attempts; unknown or free (0) cost leaves it null. -#}
+{% macro points_per_dollar(points, counted='counted_attempts') %}
+        case
+            when {{ counted }}.counted_cost_mean_usd > 0
+            then {{ points }} / {{ counted }}.counted_cost_mean_usd
+        end::double as points_per_dollar
+{%- endmacro %}

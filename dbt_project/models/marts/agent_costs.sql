@@ -52,10 +52,7 @@ final as (
         all_attempts.agent_id,
         {{ cost_columns() }},
         primary_scores.score::double as score,
-        case
-            when counted_attempts.counted_cost_mean_usd > 0
-            then primary_scores.score / counted_attempts.counted_cost_mean_usd
-        end::double as points_per_dollar
+        {{ points_per_dollar('primary_scores.score') }}
 
     from all_attempts
     left join counted_attempts

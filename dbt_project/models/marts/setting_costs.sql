@@ -56,10 +56,7 @@ final as (
         all_attempts.budget_seconds,
         {{ cost_columns() }},
         points.points::double as points,
-        case
-            when counted_attempts.counted_cost_mean_usd > 0
-            then points.points / counted_attempts.counted_cost_mean_usd
-        end::double as points_per_dollar
+        {{ points_per_dollar('points.points') }}
 
     from all_attempts
     left join counted_attempts
