@@ -21,7 +21,7 @@ from runner.errors import TmlbenchError
 from runner.registry import list_agents
 from runner.scripted_provider import ScriptedProvider, error, hang, repeat, solve_task_script
 from runner.specs import AgentSpec
-from tests.test_attempt import attempt
+from tests.support.attempts import attempt
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 

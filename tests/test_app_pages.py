@@ -9,12 +9,7 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app_queries import (  # noqa: F401  (app_snapshot: the session fixture)
-    ALPHA_COST,
-    LATE_DAY,
-    _run_id,
-    app_snapshot,
-)
+from tests.support.dashboard_snapshot import ALPHA_COST, LATE_DAY, run_id_of
 
 APP_DIR = Path(__file__).resolve().parents[1] / "app"
 PAGES = [
@@ -43,7 +38,7 @@ def _text(at: AppTest) -> str:
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_page_renders_with_runs(script: str, app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_page_renders_with_runs(script: str, app_snapshot: Path, monkeypatch):
     at = _run(script, app_snapshot, monkeypatch)
     assert "make run" not in _text(at)
     assert at.dataframe, "every page shows at least one table"
@@ -56,7 +51,7 @@ def test_page_without_snapshot_explains_make_run(script: str, tmp_path: Path, mo
     assert not at.dataframe
 
 
-def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, monkeypatch):
     at = _run("router.py", app_snapshot, monkeypatch)
     board = at.dataframe[0].value
     assert list(board["agent_id"]) == ["alpha", "beta"]
@@ -82,7 +77,7 @@ def _frames(at: AppTest, *columns: str) -> list:
     return [d.value for d in at.dataframe if set(columns) <= set(d.value.columns)]
 
 
-def test_leaderboard_badges_replayed_submissions(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_leaderboard_badges_replayed_submissions(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
     board = at.dataframe[0].value.set_index("agent_id")
     assert board.loc["alpha", "duplicates"] == "⚠ replayed in 1 setting(s)"
@@ -112,29 +107,29 @@ def _open(at: AppTest, run_id: str) -> AppTest:
     return at
 
 
-def test_run_explorer_shows_an_attempts_twins(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_run_explorer_shows_an_attempts_twins(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
-    _open(at, _run_id("alpha", "t3", 600, 1))
+    _open(at, run_id_of("alpha", "t3", 600, 1))
     warning = " ".join(str(w.value) for w in at.warning)
     assert "Twins: 1 other attempt(s) of this task submitted the same answer" in warning
     assert "1 of them in the same setting: a replayed or cached answer" in warning
     (twins,) = _frames(at, "relation")
-    assert twins["run_id"].tolist() == [_run_id("alpha", "t3", 600, 0)]
+    assert twins["run_id"].tolist() == [run_id_of("alpha", "t3", 600, 0)]
     assert "total" not in twins.columns
 
-    _open(at, _run_id("beta", "t1", 60, 0))
+    _open(at, run_id_of("beta", "t1", 60, 0))
     (twins,) = _frames(at, "relation")
     assert twins[["agent_id", "relation"]].values.tolist() == [["gamma", "another agent"]]
     assert "same setting" not in " ".join(str(w.value) for w in at.warning)
 
-    _open(at, _run_id("alpha", "t1", 60, 0))
+    _open(at, run_id_of("alpha", "t1", 60, 0))
     assert not _frames(at, "relation")
     assert "Twins: none." in _text(at)
-    _open(at, _run_id("beta", "t1", 60, 7))  # a timeout: no submission, no fingerprint
+    _open(at, run_id_of("beta", "t1", 60, 7))  # a timeout: no submission, no fingerprint
     assert "this attempt has no submission fingerprint" in _text(at)
 
 
-def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, monkeypatch):
     from app import queries
 
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
@@ -155,7 +150,7 @@ def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, m
     assert "source_fields" in _text(at)
 
 
-def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_run_explorer_filters_and_opens_an_attempt(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
     total = len(at.dataframe[0].value)
     at.multiselect(key="statuses").select("success").run()
@@ -195,7 +190,7 @@ GATEWAY_TRANSCRIPT = [
 ]  # fmt: skip
 
 
-def test_run_explorer_shows_a_gateway_transcript_as_text(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_run_explorer_shows_a_gateway_transcript_as_text(app_snapshot: Path, monkeypatch):
     from app import run_files
 
     monkeypatch.setattr(run_files, "run_transcript", lambda record: GATEWAY_TRANSCRIPT)
@@ -211,12 +206,12 @@ def test_run_explorer_shows_a_gateway_transcript_as_text(app_snapshot: Path, mon
     assert "evil.example" not in _text(at)  # never as markdown
 
 
-def test_run_explorer_without_a_transcript_explains_who_has_one(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_run_explorer_without_a_transcript_explains_who_has_one(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
     assert "command agents that reach their model through the harness's gateway" in _text(at)
 
 
-def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):
     at = _run("router.py", app_snapshot, monkeypatch)
     assert list(at.dataframe[0].value["agent_id"]) == ["alpha", "beta"]
     assert "not recomputed" in " ".join(str(c.value) for c in at.sidebar.caption)
@@ -236,7 +231,7 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # 
     assert set(at.dataframe[1].value["agent_id"]) == {"beta"}  # the counted attempts
 
 
-def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):
     at = _run("router.py", app_snapshot, monkeypatch)
     at.sidebar.multiselect(key="filter_suites").set_value(["other"]).run()
     assert not at.exception
@@ -251,7 +246,7 @@ def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):  # noqa: F811
     assert len(late) == 1 < everything and late["status"].tolist() == ["no_submission"]
 
 
-def test_cost_page_shows_known_and_unknown_cost(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_cost_page_shows_known_and_unknown_cost(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/cost.py", app_snapshot, monkeypatch)
     agents = at.dataframe[0].value.set_index("agent_id")
     assert agents.loc["alpha", "cost_mean_usd"] == pytest.approx(ALPHA_COST)
@@ -262,7 +257,7 @@ def test_cost_page_shows_known_and_unknown_cost(app_snapshot: Path, monkeypatch)
     assert {"points_per_dollar", "cost_per_success_usd", "tokens_in_mean"} <= set(settings)
 
 
-def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/settings.py", app_snapshot, monkeypatch)
     assert at.selectbox(key="task").value == "t1" and at.selectbox(key="budget").value == 60
     counted = at.dataframe[1].value
@@ -272,7 +267,7 @@ def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch): 
     assert set(at.dataframe[1].value["budget_seconds"]) == {600}
 
 
-def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/reliability.py", app_snapshot, monkeypatch)
     assert len(_charts(at)) == 3  # status, stability, performance vs stability
     assert "Performance vs. stability" in [h.value for h in at.subheader]
@@ -283,7 +278,7 @@ def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):  
 
 
 def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
-    app_snapshot: Path,  # noqa: F811
+    app_snapshot: Path,
     monkeypatch,
 ):
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
@@ -357,7 +352,7 @@ def _markdown_problems(at: AppTest) -> list[str]:
     return problems
 
 
-def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):  # noqa: F811
+def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):
     from app import queries, run_files
 
     real_record = queries.run_record

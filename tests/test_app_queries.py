@@ -3,8 +3,6 @@ dbt and the publish step, as the pipeline runs them)."""
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import json
 from pathlib import Path
 
@@ -14,112 +12,16 @@ import pandas as pd
 import pytest
 
 from app import queries, run_files
-from runner.records import STATUSES, write_record
-from tests.records import T0, make_record
-from tests.test_dbt_build import insert_agents, insert_suites, insert_tasks
-from warehouse.db import apply_ddl, connect
-from warehouse.loader import load_runs
-from warehouse.marts import build_marts
-from warehouse.snapshot import publish_snapshot
-
-# (task, direction): alpha wins t1 and t3, beta wins t2; gamma never completes its settings
-TASKS = {"t1": "maximize", "t2": "minimize", "t3": "maximize"}
-BUDGETS = (60, 600)
-# alpha's model knew t1 (cutoff after its start), beta's none, gamma's cutoff is unknown
-TASK_STARTS = {"t1": dt.date(2025, 1, 1), "t2": dt.date(2025, 6, 1), "t3": dt.date(2025, 6, 1)}
-CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": None}
-ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
-LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
-SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling
-# Submission fingerprints: every success's answer is its own, except alpha's t3 at 600 s, whose
-# first two counted attempts submitted one answer (a replay), and one answer beta and gamma share.
-REPLAY, SHARED = "f" * 64, "e" * 64
-SAME_ANSWER = {
-    ("alpha", "t3", 600, 0): REPLAY,
-    ("alpha", "t3", 600, 1): REPLAY,
-    ("beta", "t1", 60, 0): SHARED,
-    ("gamma", "t1", 60, 0): SHARED,
-}
-
-
-def _fingerprint(record):
-    """A success's canonical fingerprint: its own, or the answer it repeats (SAME_ANSWER)."""
-    if record.status != "success":
-        return record
-    key = (record.agent_id, record.task_id, record.budget_seconds, record.attempt_index)
-    normalized = SAME_ANSWER.get(key, hashlib.sha256(record.run_id.encode()).hexdigest())
-    return record.model_copy(
-        update={"submission_normalized_sha256": normalized, "submission_sha256": normalized}
-    )
-
-
-def _records():
-    records = []
-    for agent, edge in (("alpha", 0.1), ("beta", 0.0)):
-        for task, direction in TASKS.items():
-            for budget in BUDGETS:
-                for minute in range(5):
-                    base = 0.5 + budget / 10000 + minute / 1000
-                    # t2 is an rmse: beta's is lower (better)
-                    score = 1.0 - base + 2 * edge if task == "t2" else base + edge
-                    cost = (
-                        {"tokens_in": 1000, "tokens_out": 100, "cost_usd": ALPHA_COST}
-                        if agent == "alpha"
-                        else {}
-                    )
-                    records.append(
-                        make_record(
-                            agent,
-                            task,
-                            budget,
-                            minute,
-                            score=score,
-                            direction=direction,
-                            suite_id="demo",
-                            **cost,
-                        )
-                    )
-    records.append(make_record("beta", "t1", 60, 7, status="timeout", suite_id="demo"))
-    records.append(make_record("gamma", "t1", 60, 0, score=0.9, suite_id="other"))
-    records.append(make_record("gamma", "t1", 60, 1, status="runtime_error", suite_id="other"))
-    records.append(
-        make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="other")
-    )
-    # gamma's t2 at 600 s: three harness faults, its suite's ceiling: stopped there
-    for minute in (10, 11, 12):
-        records.append(
-            make_record("gamma", "t2", 600, minute, status="harness_error", suite_id="other")
-        )
-    return [_fingerprint(r) for r in records]
-
-
-def build_snapshot(root: Path) -> Path:
-    """Write records, load them, build the marts (few bootstrap replicates), publish."""
-    runs_dir = root / "runs"
-    for record in _records():
-        run_dir = runs_dir / record.run_id
-        run_dir.mkdir(parents=True)
-        write_record(run_dir, record)
-    warehouse = root / "warehouse.duckdb"
-    con = connect(warehouse)
-    try:
-        apply_ddl(con)
-        report = load_runs(con, runs_dir)
-    finally:
-        con.close()
-    assert not report.rejected, report.rejected
-    insert_tasks(warehouse, {t: (d, TASK_STARTS[t]) for t, d in TASKS.items()})
-    insert_agents(warehouse, CUTOFFS)
-    insert_suites(warehouse, SUITES)
-    build_marts(warehouse, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=root / "dbt")
-    snapshot = root / "warehouse.snapshot.duckdb"
-    publish_snapshot(warehouse, snapshot)
-    return snapshot
-
-
-@pytest.fixture(scope="session")
-def app_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_snapshot(tmp_path_factory.mktemp("app-snapshot"))
+from runner.records import STATUSES
+from tests.support.dashboard_snapshot import (
+    ALPHA_COST,
+    BUDGETS,
+    LATE_DAY,
+    TASKS,
+    run_id_of,
+    snapshot_records,
+)
+from tests.support.records import T0
 
 
 @pytest.fixture(scope="module")
@@ -332,7 +234,7 @@ def test_filters_select_rows_of_the_marts(con):
 
 def test_filters_select_attempts(con):
     total = queries.run_count(con)
-    assert total == len(_records())
+    assert total == len(snapshot_records())
     late = queries.Filters(start=LATE_DAY, end=LATE_DAY)
     assert queries.run_count(con, late) == 1
     assert queries.runs(con, late)["status"].tolist() == ["no_submission"]
@@ -414,10 +316,6 @@ def test_settings_stopped_at_the_harness_error_ceiling(con):
     assert int(scores["stopped_at_harness_error_ceiling"].sum()) == 1
 
 
-def _run_id(agent: str, task: str, budget: int, minute: int) -> str:
-    return make_record(agent, task, budget, minute).run_id
-
-
 def test_leaderboard_badges_replayed_and_shared_submissions(con):
     board = queries.leaderboard(con).set_index("agent_id")
     assert board.loc["alpha", "duplicates"] == "⚠ replayed in 1 setting(s)"
@@ -440,19 +338,19 @@ def test_duplicated_settings_lists_the_replayed_setting(con):
 
 
 def _twins(con, agent: str, task: str, budget: int, minute: int, **kwargs) -> pd.DataFrame:
-    record = queries.run_record(con, _run_id(agent, task, budget, minute))
+    record = queries.run_record(con, run_id_of(agent, task, budget, minute))
     key = (task, record["submission_normalized_sha256"], agent, budget)
     return queries.submission_twins(con, record["run_id"], key, **kwargs)
 
 
 def test_submission_twins_of_an_attempt(con):
     twins = _twins(con, "alpha", "t3", 600, 1)
-    assert twins["run_id"].tolist() == [_run_id("alpha", "t3", 600, 0)]
+    assert twins["run_id"].tolist() == [run_id_of("alpha", "t3", 600, 0)]
     assert twins["relation"].tolist() == ["same setting (replay)"]
     assert twins["total"].tolist() == [1] and bool(twins["is_counted"].iloc[0])
     twins = _twins(con, "beta", "t1", 60, 0)
     assert twins[["run_id", "agent_id", "relation"]].values.tolist() == [
-        [_run_id("gamma", "t1", 60, 0), "gamma", "another agent"]
+        [run_id_of("gamma", "t1", 60, 0), "gamma", "another agent"]
     ]
     assert twins["score"].iloc[0] == pytest.approx(0.9)
     assert _twins(con, "alpha", "t1", 60, 0).empty  # distinct

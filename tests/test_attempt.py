@@ -11,14 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempt import AttemptPlan
 from runner.errors import TmlbenchError
 from runner.records import read_record
-from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
+from runner.registry import load_agent, load_task
 from runner.run_folder import died_mid_attempt
-from runner.sandbox import get_sandbox
 from runner.specs import AgentSpec
-from tests.conftest import prepared
+from tests.support.attempts import attempt
+from tests.support.prepared_tasks import prepared
 
 pytestmark = pytest.mark.sandbox
 
@@ -28,27 +28,6 @@ TASKS = [
     "playground-series-s5e10",
     "playground-series-s6e1",
 ]
-
-
-def attempt(
-    paths,
-    agent: AgentSpec,
-    task_id: str,
-    budget: int = 60,
-    backend: str = "bwrap",
-    code_dir: Path | None = None,
-    **kwargs,
-):
-    task = load_task(paths.tasks_dir, task_id)
-    ctx = AttemptContext(
-        prepared=prepared(paths, task_id),
-        runs_dir=paths.runs_dir,
-        sandbox=get_sandbox(backend),
-        agent_code_dir=code_dir or agent_code_dir(paths.agents_dir, agent),
-        task_spec_sha256=task_spec_sha256(paths.tasks_dir, task_id),
-        **kwargs,
-    )
-    return run_attempt(AttemptPlan(agent, task, budget, 0), ctx)
 
 
 @pytest.mark.parametrize("task_id", TASKS)

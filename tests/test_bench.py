@@ -4,8 +4,6 @@ harness-error ceiling), on small suites of real attempts."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,6 @@ import yaml
 
 from runner.attempt import AttemptPlan
 from runner.bench import Bench, harness_failure_report
-from runner.config import REPO_ROOT
 from runner.errors import SpecError, TmlbenchError
 from runner.prepare import prepared_task
 from runner.records import RunRecord, load_records, write_record
@@ -23,22 +20,11 @@ from runner.sandbox import get_sandbox
 from runner.scheduling import AttemptDone, CpuPool, run_settings
 from runner.settings import next_attempt_indices, suite_settings
 from runner.specs import SuiteSpec
-from tests.records import make_record
+from tests.support.records import make_record
+from tests.support.tmlbench_cli import tmlbench
 
 pytestmark = pytest.mark.sandbox
 BANK = "bank-customer-churn-ict-u-ai"
-
-
-def tmlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "runner.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO_ROOT,
-    )
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from runner.clis import MANIFEST, find_installed, install, install_dir
 from runner.drivers import preflight
 from runner.errors import TmlbenchError
 from runner.specs import AgentSpec
-from tests.test_attempt import attempt
+from tests.support.attempts import attempt
 
 TASK = "bank-customer-churn-ict-u-ai"
 

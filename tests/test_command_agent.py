@@ -17,7 +17,7 @@ from runner.errors import TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY
 from runner.scripted_provider import ScriptedProvider, reply
 from runner.specs import AgentSpec
-from tests.test_attempt import attempt
+from tests.support.attempts import attempt
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 

@@ -25,7 +25,7 @@ import pytest
 from runner.config import REPO_ROOT
 from runner.registry import load_suite
 from runner.settings import setting_key
-from tests.servers import free_port, stop
+from tests.support.servers import free_port, stop
 
 pytestmark = pytest.mark.slow
 

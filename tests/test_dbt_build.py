@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pandas as pd
@@ -14,8 +12,14 @@ import yaml
 
 from runner.errors import TmlbenchError
 from runner.records import STATUSES, RunRecord
-from tests.records import T0
-from tests.records import make_record as run_record
+from tests.support.dbt_warehouse import (
+    insert_agents,
+    insert_runs,
+    insert_suites,
+    insert_tasks,
+    read_mart,
+)
+from tests.support.records import make_record as run_record
 from warehouse.marts import build_marts
 
 # The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.
@@ -61,88 +65,6 @@ PUBLIC_MARTS = {
         "n_twins", "n_same_setting_twins", "n_other_agent_twins",
     ],
 }  # fmt: skip
-
-
-# --- hand-made raw rows (also used by test_marts_crosscheck.py) ---------------------------
-
-
-def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> None:
-    """Insert records into raw.runs the way the loader would (record fields + bookkeeping)."""
-    rows = [
-        {
-            **r.model_dump(),
-            "source": "test",
-            "record_sha256": "x",
-            "loaded_at": T0,
-            **overrides,
-        }
-        for r in records
-    ]
-    _insert(path, "runs", rows)
-
-
-def insert_tasks(path: Path, tasks: dict[str, tuple[str, dt.date | None]]) -> None:
-    """tasks: task_id → (metric_direction, start_date)."""
-    rows = [
-        {
-            "task_id": task_id,
-            "title": task_id,
-            "task_type": "binary",
-            "metric_name": "auc" if direction == "maximize" else "rmse",
-            "metric_direction": direction,
-            "id_column": "id",
-            "target_column": "y",
-            "start_date": start,
-            "loaded_at": T0,
-        }
-        for task_id, (direction, start) in tasks.items()
-    ]
-    _insert(path, "tasks", rows)
-
-
-def insert_agents(path: Path, cutoffs: dict[str, dt.date | None]) -> None:
-    rows = [
-        {
-            "agent_id": agent_id,
-            "kind": "baseline",
-            "knowledge_cutoff": cutoff,
-            "source": "spec",
-            "loaded_at": T0,
-        }
-        for agent_id, cutoff in cutoffs.items()
-    ]
-    _insert(path, "agents", rows)
-
-
-def insert_suites(path: Path, ceilings: dict[str, int]) -> None:
-    """suites: suite_id → harness_error_ceiling (as the loader writes raw.suites)."""
-    rows = [
-        {
-            "suite_id": suite_id,
-            "title": suite_id,
-            "attempts": 5,
-            "attempt_ceiling": 10,
-            "harness_error_ceiling": ceiling,
-            "spec_sha256": "x",
-            "loaded_at": T0,
-        }
-        for suite_id, ceiling in ceilings.items()
-    ]
-    _insert(path, "suites", rows)
-
-
-def _insert(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
-    from warehouse.marts import ensure_raw_schema
-
-    ensure_raw_schema(path)
-    frame = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB's replacement scan)
-    with duckdb.connect(str(path)) as con:
-        con.execute(f"insert into raw.{table} by name select * from frame")
-
-
-def read_mart(path: Path, name: str) -> pd.DataFrame:
-    with duckdb.connect(str(path), read_only=True) as con:
-        return con.sql(f"select * from marts.{name}").df()
 
 
 # --- tests ---------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from runner.errors import HarnessError
 from runner.registry import load_agent
 from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine, docker_problem, get_sandbox
 from runner.sandbox import docker as docker_backend
-from tests.test_attempt import attempt
-from tests.test_sandbox import AGENTS, MIB, Attempt, host_bait, probe_command
+from tests.support.attempts import attempt
+from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, probe_command
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 

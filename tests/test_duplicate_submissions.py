@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from runner.records import RunRecord, write_record
-from tests.records import make_record
-from tests.test_dbt_build import read_mart
+from tests.support.dbt_warehouse import read_mart
+from tests.support.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import Candidate, ingest, load_runs
 from warehouse.marts import build_marts

@@ -35,8 +35,8 @@ from runner.records import read_record
 from runner.registry import load_task
 from runner.scripted_provider import ScriptedProvider, call, error, reply
 from runner.specs import AgentSpec, TaskSpec
-from tests.conftest import prepared
-from tests.test_attempt import attempt
+from tests.support.attempts import attempt
+from tests.support.prepared_tasks import prepared
 
 IDS = [1000 + 7 * i for i in range(12)]  # integers, not contiguous
 VALUES = [0.5, 1.0, 0.1, 0.0, 1e-07, 123456.789, 2.5e150, -3.25, 5e-324, 42.0, 0.3, 7.0]
@@ -537,7 +537,7 @@ def test_an_oversized_file_left_by_a_timed_out_attempt_gets_no_hash(small_paths,
 @pytest.mark.sandbox
 @pytest.mark.timeout(180)
 def test_a_provider_error_still_records_the_file_the_agent_left(small_paths, monkeypatch):
-    from tests.test_llm_agent import KEY, KEY_ENV, run
+    from tests.support.llm_attempts import KEY, KEY_ENV, run
 
     monkeypatch.setenv(KEY_ENV, KEY)
     script = [

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from tests.records import make_record as rec
 from tests.support.leaderboard_reference import compute_leaderboard
+from tests.support.records import make_record as rec
 
 
 def test_setting_median_counts_only_the_first_n_successes():

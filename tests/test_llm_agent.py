@@ -40,8 +40,8 @@ from runner.scripted_provider import (
     load_conversation,
     reply,
 )
-from runner.specs import AgentSpec
-from tests.test_attempt import attempt
+from tests.support.attempts import attempt
+from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts
@@ -49,36 +49,7 @@ from warehouse.snapshot import publish_snapshot
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
-TASK = "bank-customer-churn-ict-u-ai"
-KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"
-KEY = "sk-test-key"
-PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens
 CONVERSATION = Path(__file__).parent / "conversations" / "valid_submission.json"
-
-
-def llm_agent(provider: ScriptedProvider, **llm: object) -> AgentSpec:
-    return AgentSpec.model_validate(
-        {
-            "id": "llm-stub",
-            "kind": "llm",
-            "title": "built-in agent against the scripted provider",
-            "harness": "tmlbench-llm",
-            "model": {"provider": "stub", "model_id": provider.model},
-            "llm": {
-                "base_url": provider.base_url,
-                "api_key_env": KEY_ENV,
-                "prices": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT},
-                "max_retries": 3,
-                **llm,
-            },
-        }
-    )
-
-
-def run(
-    paths, provider: ScriptedProvider, budget: int = 120, backend: str = "bwrap", **llm: object
-) -> RunRecord:
-    return attempt(paths, llm_agent(provider, **llm), TASK, budget, backend=backend)
 
 
 def transcript(paths, record: RunRecord) -> list[dict]:

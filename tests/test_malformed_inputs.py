@@ -23,8 +23,8 @@ from runner.prepared import verify_public
 from runner.records import RECORD_FILE, write_record
 from runner.registry import load_agent, load_task, task_spec_sha256
 from runner.sandbox import get_sandbox
-from tests.records import make_record
-from tests.test_bench import tmlbench
+from tests.support.records import make_record
+from tests.support.tmlbench_cli import tmlbench
 from warehouse.loader import load_runs
 
 BANK = "bank-customer-churn-ict-u-ai"

@@ -28,7 +28,7 @@ from runner.settings import (
     suite_settings,
 )
 from runner.specs import SuiteSpec
-from tests.records import make_record
+from tests.support.records import make_record
 from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 from warehouse.snapshot import publish_snapshot
 

@@ -14,9 +14,7 @@ from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.prepare import prepare_from_download, prepare_twin
 from runner.registry import list_tasks, load_task
-from tests.conftest import SHARED_DATA
-
-BANK = "bank-customer-churn-ict-u-ai"
+from tests.support.real_data import BANK, SHARED_DATA, kaggle_download_from_churn_modelling
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -71,21 +69,6 @@ def test_public_files_follow_the_contract(paths):
     assert manifest.rows("train.csv") == 800
     meta = json.loads((prepared.private / "meta.json").read_text())
     assert meta["bayes_optimal_score"] > meta["constant_score"] + 0.1
-
-
-def kaggle_download_from_churn_modelling(dest: Path) -> Path:
-    """A Kaggle-style competition zip built from the real Churn Modelling table."""
-    real = pd.read_csv(SHARED_DATA / "churn_modelling.csv").rename(columns={"RowNumber": "id"})
-    labelled = real.iloc[:8000]
-    unlabelled = real.iloc[8000:].drop(columns=["Exited"])
-    archive = dest / "bank-customer-churn-ict-u-ai.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("train.csv", labelled.to_csv(index=False))
-        zf.writestr("test.csv", unlabelled.to_csv(index=False))
-        zf.writestr(
-            "sample_submission.csv", unlabelled[["id"]].assign(Exited=0.5).to_csv(index=False)
-        )
-    return archive
 
 
 def test_prepare_from_a_kaggle_zip_of_real_data(paths, tmp_path):

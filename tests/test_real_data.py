@@ -6,8 +6,8 @@ import pytest
 
 from runner.prepare import prepare_from_download
 from runner.registry import load_agent, load_task
-from tests.test_attempt import attempt
-from tests.test_prepare import BANK, kaggle_download_from_churn_modelling
+from tests.support.attempts import attempt
+from tests.support.real_data import BANK, kaggle_download_from_churn_modelling
 
 pytestmark = pytest.mark.sandbox
 

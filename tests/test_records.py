@@ -18,7 +18,7 @@ from runner.records import (
     write_record,
 )
 from runner.sandbox import lifecycle
-from tests.records import make_record
+from tests.support.records import make_record
 
 PARTS = (AttemptSetup, Verdict, SandboxReport, DriverReport)
 OWN_FIELDS = {"schema_version", "finished_at", "local_validation_score", "instructions_sha256"}

@@ -7,14 +7,11 @@ engine and builds the image (`make docker-engine docker-image`) and the harness 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,23 +22,22 @@ from runner.sandbox import (
     BwrapSandbox,
     Sandbox,
     SandboxLimits,
-    SandboxRequest,
     bwrap_available,
     bwrap_problem,
     docker_problem,
     get_sandbox,
 )
 from runner.sandbox import cgroups as cg
+from tests.support.sandbox_attempts import (
+    AGENTS,
+    MIB,
+    Attempt,
+    host_bait,
+    probe_command,
+    require_bwrap,
+)
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
-
-AGENTS = Path(__file__).parent / "sandbox_agents"
-MIB = 2**20
-
-
-def _require_bwrap() -> None:
-    if not bwrap_available():
-        pytest.fail(f"bubblewrap is required for these tests: {bwrap_problem()}")
 
 
 def _require_cgroups() -> None:
@@ -59,7 +55,7 @@ def _require_docker() -> None:
 @pytest.fixture(params=["bwrap", "docker", "process"])
 def sandbox(request: pytest.FixtureRequest) -> Sandbox:
     if request.param == "bwrap":
-        _require_bwrap()
+        require_bwrap()
     if request.param == "docker":
         _require_docker()
     return get_sandbox(request.param)
@@ -67,62 +63,8 @@ def sandbox(request: pytest.FixtureRequest) -> Sandbox:
 
 @pytest.fixture
 def bwrap() -> Sandbox:
-    _require_bwrap()
+    require_bwrap()
     return get_sandbox("bwrap")
-
-
-class Attempt:
-    """A workspace next to a fake private dir, and a request builder."""
-
-    def __init__(self, root: Path, sandbox: Sandbox):
-        self.sandbox = sandbox
-        self.task = root / "task"
-        self.workspace = self.task / "workspace"
-        self.private = self.task / "private"
-        self.workspace.mkdir(parents=True)
-        self.private.mkdir()
-        (self.private / "answers.csv").write_text("id,target\n1,0\n")
-        self.logs = root / "logs"
-        self.marker = f"tmlbench-test-{uuid.uuid4().hex}"
-        self.paths = sandbox.paths(self.workspace, AGENTS)
-
-    def request(self, command: list[str], limits: SandboxLimits, **kw) -> SandboxRequest:
-        env = {"PATH": "/usr/bin:/bin", "HOME": self.paths.workspace, "MARKER": self.marker}
-        env.update(kw.pop("env", {}))
-        return SandboxRequest(
-            command=command,
-            workspace=self.workspace,
-            agent_dir=AGENTS,
-            env=env,
-            limits=limits,
-            stdout_path=self.logs / "stdout.log",
-            stderr_path=self.logs / "stderr.log",
-            **kw,
-        )
-
-    def agent(self, script: str, *args: str) -> list[str]:
-        return [self.paths.python, f"{self.paths.agent_dir}/{script}", *args]
-
-    def survivors(self) -> list[int]:
-        """Host pids of live processes that carry this attempt's marker in their environment."""
-        needle = self.marker.encode()
-        found = []
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/environ", "rb") as f:
-                    if needle in f.read():
-                        found.append(int(name))
-            except OSError:
-                continue
-        return found
-
-    def stdout(self) -> str:
-        return (self.logs / "stdout.log").read_text(errors="replace")
-
-    def stderr(self) -> str:
-        return (self.logs / "stderr.log").read_text(errors="replace")
 
 
 # -- availability and errors -----------------------------------------------------------
@@ -143,7 +85,7 @@ def test_backend_selection_errors():
 
 
 def test_broken_bwrap_raises_harness_error(tmp_path: Path):
-    _require_bwrap()
+    require_bwrap()
     sb = BwrapSandbox(bwrap="/nonexistent/bwrap")
     att = Attempt(tmp_path, sb)
     with pytest.raises(HarnessError, match="bubblewrap could not start"):
@@ -247,29 +189,6 @@ def test_leftover_background_processes_are_killed_on_exit(sandbox: Sandbox, tmp_
 
 
 # -- isolation (bwrap) -------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def host_bait() -> Iterator[int]:
-    """What an isolation probe must not reach: a secret in the harness's environment and a
-    server on the host's loopback (its port is yielded)."""
-    os.environ["TMLBENCH_TEST_API_KEY"] = "sk-live-secret"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        del os.environ["TMLBENCH_TEST_API_KEY"]
-        listener.close()
-
-
-def probe_command(att: Attempt, port: int, *more_paths: str) -> list[str]:
-    """probe.py trying the host's loopback, the private answers, a repo file and host secrets."""
-    repo_file = Path(__file__).resolve().parents[1] / "pyproject.toml"
-    paths = [str(att.private / "answers.csv"), str(repo_file), "/workspace/../private/answers.csv"]
-    paths += ["/root/.bashrc", "/etc/shadow", *more_paths]
-    return att.agent("probe.py", str(port), *paths)
 
 
 def test_bwrap_isolation(bwrap: Sandbox, tmp_path: Path):

@@ -51,7 +51,7 @@ from runner.scripted_provider import (
     task_solver,
 )
 from runner.scripted_provider.scientist import MARKER
-from tests.conftest import prepared
+from tests.support.prepared_tasks import prepared
 
 pytestmark = pytest.mark.timeout(60)
 

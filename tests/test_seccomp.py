@@ -23,7 +23,7 @@ import pytest
 
 from runner.errors import HarnessError
 from runner.sandbox import Bind, BwrapSandbox, SandboxLimits, seccomp
-from tests.test_sandbox import Attempt, _require_bwrap
+from tests.support.sandbox_attempts import Attempt, require_bwrap
 
 AUDIT_ARCH_X86_64 = 0xC000003E
 AUDIT_ARCH_I386 = 0x40000003
@@ -319,7 +319,7 @@ def uv_binary() -> Path | None:
 
 def test_python_node_and_uv_work_under_the_filter(tmp_path: Path):
     """Runtimes probe io_uring, clone3 and friends at start-up: EPERM/ENOSYS must not break them."""
-    _require_bwrap()
+    require_bwrap()
     from runner.sandbox import get_sandbox
 
     sb = get_sandbox("bwrap")

@@ -4,33 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
 
 from runner.config import REPO_ROOT, Paths
 from runner.errors import TmlbenchError
-from runner.records import RunRecord, write_record
+from runner.records import RunRecord
 from runner.registry import list_agents
-from tests.records import make_record as rec
+from tests.support.records import make_record as rec
+from tests.support.run_folders import write, write_raw
 from warehouse import loader
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.loader import LoadReport, load_runs, load_specs
-
-
-def write(runs_dir: Path, record: RunRecord, sub: str = "") -> Path:
-    run_dir = runs_dir / sub / record.run_id
-    run_dir.mkdir(parents=True)
-    return write_record(run_dir, record)
-
-
-def write_raw(runs_dir: Path, name: str, content: str | dict) -> Path:
-    run_dir = runs_dir / name
-    run_dir.mkdir(parents=True)
-    path = run_dir / "record.json"
-    path.write_text(content if isinstance(content, str) else json.dumps(content))
-    return path
 
 
 def count(con, table="raw.runs") -> int:
