@@ -9,7 +9,6 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.prepare import prepare_twin
 from runner.registry import load_task
-from tests.support.dashboard_snapshot import build_snapshot
 from tests.support.prepared_tasks import make_paths
 from warehouse.db import apply_ddl, connect
 
@@ -52,8 +51,3 @@ def con(tmp_path: Path):
     apply_ddl(con)
     yield con
     con.close()
-
-
-@pytest.fixture(scope="session")
-def app_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_snapshot(tmp_path_factory.mktemp("app-snapshot"))

@@ -21,6 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from runner import drivers
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.llm.conversation import ELIDED, fit_context
 from runner.llm.tools import (
@@ -49,7 +50,7 @@ from warehouse.snapshot import publish_snapshot
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
-CONVERSATION = Path(__file__).parent / "conversations" / "valid_submission.json"
+CONVERSATION = REPO_ROOT / "tests" / "conversations" / "valid_submission.json"
 
 
 def transcript(paths, record: RunRecord) -> list[dict]:
@@ -331,7 +332,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
     assert row[2] == pytest.approx(expected_cost(provider), rel=1e-9)
 
     monkeypatch.setenv("TMLBENCH_SNAPSHOT", str(snapshot))
-    page = Path(__file__).resolve().parents[1] / "app" / "app_pages" / "run_explorer.py"
+    page = REPO_ROOT / "app" / "app_pages" / "run_explorer.py"
     at = AppTest.from_file(str(page), default_timeout=30).run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.selectbox(key="run_id").value == record.run_id
@@ -349,7 +350,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
 # the connection, the attempt is the agent's runtime_error with a message saying what broke,
 # never a harness_error, and the harness reads at most its frame cap.
 
-TAKEN_OVER = Path(__file__).parent / "adversarial" / "agents" / "toolhost_taken_over.py"
+TAKEN_OVER = REPO_ROOT / "tests" / "adversarial" / "agents" / "toolhost_taken_over.py"
 DEFAULT_CAP = frame_cap(8_000, 50_000)
 
 
@@ -397,7 +398,7 @@ RUN_OK = {"exit_code": 0, "timed_out": False, "output": "hi", "seconds": 0.5}
 
 def test_frame_cap_is_the_largest_reply_of_an_honest_tool_host(tmp_path, monkeypatch):
     """Worst cases of the real tool host's code: every output byte escaped as \\uXXXX."""
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "runner" / "llm" / "toolhost"))
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "runner" / "llm" / "toolhost"))
     import toolhost
 
     assert DEFAULT_CAP == 6 * 50_000 + 32 * 1024 == 332_768

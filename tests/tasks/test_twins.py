@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,10 +11,11 @@ import pytest
 from sklearn.metrics import roc_auc_score, root_mean_squared_error
 from sklearn.model_selection import train_test_split
 
+from runner.config import REPO_ROOT
 from runner.specs import TaskSpec, load_yaml_model
 from runner.twins import Twin, load_generator
 
-TASKS_DIR = Path(__file__).resolve().parents[1] / "tasks"
+TASKS_DIR = REPO_ROOT / "tasks"
 TWIN_TASKS = (
     "bank-customer-churn-ict-u-ai",
     "foot-traffic-wuerzburg-retail-forecasting-2-0",

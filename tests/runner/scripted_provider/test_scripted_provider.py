@@ -55,7 +55,7 @@ from tests.support.prepared_tasks import prepared
 
 pytestmark = pytest.mark.timeout(60)
 
-CONVERSATIONS = Path(__file__).parent / "conversations"
+CONVERSATIONS = REPO_ROOT / "tests" / "conversations"
 KEY = "sk-test-key"
 MODEL = "stub/model"
 

@@ -9,9 +9,10 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
+from runner.config import REPO_ROOT
 from tests.support.dashboard_snapshot import ALPHA_COST, LATE_DAY, run_id_of
 
-APP_DIR = Path(__file__).resolve().parents[1] / "app"
+APP_DIR = REPO_ROOT / "app"
 PAGES = [
     "leaderboard",
     "settings",

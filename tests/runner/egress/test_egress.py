@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import pytest
 
+from runner.config import REPO_ROOT
 from runner.egress import (
     FORWARDER_DIR,
     FORWARDER_INSIDE,
@@ -45,7 +46,7 @@ from runner.sandbox import (
 
 pytestmark = pytest.mark.timeout(120)
 
-AGENTS = Path(__file__).parent / "sandbox_agents"
+AGENTS = REPO_ROOT / "tests" / "sandbox_agents"
 BODY = '{"data": [{"id": "stand-in-model"}]}'
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import socket
-from pathlib import Path
 
 import pytest
 
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY
 from runner.scripted_provider import ScriptedProvider, reply
@@ -22,7 +22,7 @@ from tests.support.attempts import attempt
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 
 TASK = "bank-customer-churn-ict-u-ai"
-AGENTS = Path(__file__).parent / "sandbox_agents"
+AGENTS = REPO_ROOT / "tests" / "sandbox_agents"
 SECRET_ENV = "TMLBENCH_TEST_CLI_KEY"
 SECRET = "sk-cli-secret-0123456789"
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.records import STATUSES, RunRecord
 from tests.support.dbt_warehouse import (
@@ -200,7 +201,7 @@ def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifac
 
 # --- the project's layout (no build) --------------------------------------------------------
 
-MODELS = Path(__file__).resolve().parents[1] / "dbt_project" / "models"
+MODELS = REPO_ROOT / "dbt_project" / "models"
 # Models without arithmetic of their own (renames, casts, a filter, a join): no unit test.
 PASS_THROUGH = {
     "stg_raw__agents", "stg_raw__baselines", "stg_raw__suites", "stg_raw__tasks",

