@@ -1,7 +1,7 @@
 """The CLI answers at once: a command imports only what it uses.
 
 ``--help`` loads every command module, the plugins' included, so a heavy import at the top of
-any of them shows up here. (The leaderboard on built marts: tests/test_warehouse_cli.py.)
+any of them shows up here. (The leaderboard on built marts: tests/warehouse/test_warehouse_cli.py.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The docker backend for real: a running engine and the image `make docker-image` builds.
 
 The backend-generic behaviour (exit codes, exact env, logs, deadline, caps, binds) is in
-tests/test_sandbox.py, parametrized over every backend; here is what only docker has.
+tests/runner/sandbox/test_sandbox.py, parametrized over every backend; here is what only docker has.
 Nothing is skipped: `make test` starts the engine and builds the image first.
 """
 
