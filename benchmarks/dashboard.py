@@ -36,7 +36,7 @@ from dbt_build import generate
 from machine import describe_machine
 from playwright.sync_api import sync_playwright
 
-from tests.test_dashboard_browser import (
+from tests.support.streamlit_server import (
     APP,
     CHROMIUM,
     CHROMIUM_ARGS,

@@ -7,22 +7,12 @@ from pathlib import Path
 import pytest
 
 from runner.config import REPO_ROOT, Paths
-from runner.prepare import PreparedTask, prepare_twin
+from runner.prepare import prepare_twin
 from runner.registry import load_task
+from tests.support.prepared_tasks import make_paths
 from warehouse.db import apply_ddl, connect
 
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 SMALL_ROWS = 600
-
-
-def make_paths(root: Path) -> Paths:
-    return Paths(
-        tasks_dir=REPO_ROOT / "tasks",
-        agents_dir=REPO_ROOT / "agents",
-        suites_dir=REPO_ROOT / "suites",
-        data_dir=root / "data",
-        runs_dir=root / "runs",
-    )
 
 
 @pytest.fixture
@@ -52,10 +42,6 @@ def small_paths(small_data: Path, tmp_path: Path) -> Paths:
         data_dir=small_data,
         runs_dir=tmp_path / "runs",
     )
-
-
-def prepared(paths: Paths, task_id: str) -> PreparedTask:
-    return PreparedTask(paths.data_dir / "tasks" / task_id)
 
 
 @pytest.fixture

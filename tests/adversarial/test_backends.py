@@ -7,7 +7,7 @@ import pytest
 from runner.attempt import run_attempt
 from runner.errors import TmlbenchError
 from runner.sandbox import get_sandbox
-from tests.adversarial.conftest import Arena
+from tests.support.adversarial_arena import Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(60)]
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from runner.config import REPO_ROOT
-from tests.adversarial.conftest import AGENTS, Arena
+from tests.support.adversarial_arena import AGENTS, Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 

@@ -8,8 +8,8 @@ import pytest
 
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.registry import load_task, task_spec_sha256
-from tests.adversarial.conftest import AGENTS, DISK_CAP, MIB, Arena, Outcome, tree_bytes
-from tests.conftest import prepared
+from tests.support.adversarial_arena import AGENTS, DISK_CAP, MIB, Arena, Outcome, tree_bytes
+from tests.support.prepared_tasks import prepared
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 

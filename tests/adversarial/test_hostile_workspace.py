@@ -18,7 +18,7 @@ import pytest
 
 from runner.attempt import run_attempt
 from runner.registry import agent_code_dir, load_agent
-from tests.adversarial.conftest import DISK_CAP, MIB, Arena, tree_bytes
+from tests.support.adversarial_arena import DISK_CAP, MIB, Arena, tree_bytes
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.conftest import Arena
+from tests.support.adversarial_arena import Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 

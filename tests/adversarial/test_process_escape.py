@@ -8,7 +8,7 @@ import time
 import pytest
 
 from runner.config import REPO_ROOT
-from tests.adversarial.conftest import Arena, Outcome
+from tests.support.adversarial_arena import Arena, Outcome
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 

@@ -18,7 +18,7 @@ import pytest
 from runner.attempt import run_attempt
 from runner.registry import agent_code_dir, load_agent
 from runner.sandbox import seccomp
-from tests.adversarial.conftest import Arena
+from tests.support.adversarial_arena import Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.conftest import PWNED, Arena
+from tests.support.adversarial_arena import PWNED, Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 

@@ -2,8 +2,8 @@
 
 The marts (dbt_project/) are the one home of the rules; everything tmlbench shows reads them.
 This independent recomputation exists only so the tests can cross-check the marts
-(tests/test_marts_crosscheck.py) and pin each rule on hand-made records
-(tests/test_leaderboard.py). Rules (ARCHITECTURE.md, "Benchmark rules"):
+(tests/dbt_project/test_marts_crosscheck.py) and pin each rule on hand-made records
+(tests/dbt_project/test_leaderboard.py). Rules (ARCHITECTURE.md, "Benchmark rules"):
 - a setting (agent, task, budget) scores the median of its first N successes by created_at, run_id;
 - an agent is ranked only with ≥ N successes in every setting of the suite;
 - per (task, budget) cell, higher-is-better medians are min-max scaled over ranked agents

@@ -1,0 +1,308 @@
+"""The Streamlit dashboard renders in a real browser, on every page, without an exception.
+
+A module fixture builds a snapshot the way the pipeline does (records → ``load_runs`` →
+``build_marts`` → ``publish_snapshot``) for the three demo baselines, starts
+``streamlit run app/streamlit_app.py`` on a free loopback port with ``TMLBENCH_SNAPSHOT``
+pointing at it, and drives Debian's ``/usr/bin/chromium`` through Playwright (Playwright's own
+browser download is never used). The leaderboard must show the three agents; every page of the
+navigation must render without a ``stException`` element, and is screenshotted only once its
+tables and Vega-Lite charts are drawn (canvas or SVG marks present, not just the script run
+finished). A screenshot of every page goes to ``test-artifacts/dashboard/<page>.png``. The Streamlit process group is always terminated.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runner.config import REPO_ROOT
+from runner.records import write_record
+from tests.support.prepared_tasks import make_paths
+from tests.support.records import make_record
+from tests.support.streamlit_server import (
+    APP,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    RENDER_TIMEOUT_MS,
+    streamlit_server,
+    wait_until_idle,
+)
+from warehouse.db import connect
+from warehouse.loader import load_runs, load_specs
+from warehouse.marts import build_marts
+from warehouse.snapshot import publish_snapshot
+
+PAGES_DIR = REPO_ROOT / "app" / "app_pages"
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
+
+AGENTS = {"baseline-gbm": 0.9, "baseline-linear": 0.8, "baseline-constant": 0.5}
+TASKS = {  # the repo's tasks (their specs are loaded too), with their metric directions
+    "bank-customer-churn-ict-u-ai": "maximize",
+    "playground-series-s5e10": "minimize",
+    "playground-series-s6e1": "minimize",
+}
+BUDGETS = (240, 600, 1200)
+ATTEMPTS = 6  # more than the 5 counted successes, so every setting is covered
+NAV_LINKS = 'a[data-testid="stSidebarNavLink"], a[data-testid="stTopNavLink"]'
+EXCEPTION = '[data-testid="stException"]'
+TABLES = '[data-testid="stDataFrame"]'
+CHARTS = '[data-testid="stVegaLiteChart"]'
+COST_AGENT = "baseline-gbm"  # the one demo agent whose attempts record tokens and cost
+
+
+def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:
+    """Records for the demo agents on the repo's tasks; a few timeouts, >= 5 successes each."""
+    rng = random.Random(seed)
+    for agent, quality in AGENTS.items():
+        for task, direction in TASKS.items():
+            for budget in BUDGETS:
+                for attempt in range(attempts):
+                    failed = attempt == attempts - 1 and budget == BUDGETS[0]
+                    value = quality + budget / 40_000 + rng.gauss(0, 0.01)
+                    score = value if direction == "maximize" else 1.5 - value
+                    cost = {}
+                    if agent == COST_AGENT:
+                        tokens = budget * 50 + attempt
+                        cost = dict(
+                            tokens_in=tokens, tokens_out=tokens // 10, cost_usd=tokens / 1e6
+                        )
+                    yield make_record(
+                        agent,
+                        task,
+                        budget,
+                        minute=attempt,
+                        status="timeout" if failed else "success",
+                        score=score,
+                        direction=direction,
+                        **cost,
+                    )
+
+
+# Text an agent controls (its submission's header, its output, its model's replies), with what
+# Markdown would render: an image the browser would fetch at once, a javascript: link, raw HTML
+# and a heading. The run explorer must show it as text.
+PIXEL = "http://127.0.0.1:9/pixel.png"
+HOSTILE = (
+    f"![x]({PIXEL}) [click](javascript:alert(1)) <img src=x onerror=alert(1)>\n"
+    "# Heading from the agent\n"
+)
+HOSTILE_RUN = "baseline-constant__bank-customer-churn-ict-u-ai__240s__standard__a99"
+
+
+def hostile_attempt() -> tuple:
+    """The newest attempt (so the run explorer opens it): an invalid submission whose messages,
+    logs and transcript carry HOSTILE; returns the record and the files of its run folder."""
+    record = make_record(
+        "baseline-constant",
+        "bank-customer-churn-ict-u-ai",
+        240,
+        minute=99,
+        status="invalid_submission",
+        score=None,
+        run_id=HOSTILE_RUN,
+        validation_code="wrong_columns",
+        validation_message=f"the header is {HOSTILE!r}",
+        error_message=HOSTILE,
+        egress_denied_hosts={f"{HOSTILE}:443": 1},
+        stdout_path="stdout.log",
+        transcript_path="transcript.jsonl",
+    )
+    events = [
+        {"event": "start", "t": 0.0, "model": HOSTILE, "base_url": PIXEL, "budget_seconds": 240,
+         "system": HOSTILE, "instructions": HOSTILE},
+        {"event": "response", "t": 1.0, "seconds": 0.5, "usage": {"note": HOSTILE},
+         "message": {"role": "assistant", "content": HOSTILE}},
+        {"event": "tool", "t": 1.5, "name": HOSTILE, "seconds": 0.1,
+         "arguments": {"command": HOSTILE}, "result": HOSTILE},
+        {"event": "end", "t": 2.0, "reason": HOSTILE, "provider_error": HOSTILE},
+    ]  # fmt: skip
+    transcript = "\n".join(json.dumps(e) for e in events) + "\n"
+    return record, {"stdout.log": HOSTILE, "transcript.jsonl": transcript}
+
+
+def build_snapshot(root: Path, records, files: dict[str, dict[str, str]] | None = None) -> Path:
+    """records → run folders (plus ``files``: run_id → name → text) → warehouse (with the
+    repo's specs) → dbt marts → snapshot."""
+    runs = root / "runs"
+    for record in records:
+        run_dir = runs / record.run_id
+        run_dir.mkdir(parents=True)
+        write_record(run_dir, record)
+        for name, text in (files or {}).get(record.run_id, {}).items():
+            (run_dir / name).write_text(text, encoding="utf-8")
+    warehouse = root / "warehouse.duckdb"
+    con = connect(warehouse)
+    try:
+        load_specs(con, make_paths(root))
+        report = load_runs(con, runs)
+        assert not report.rejected, report.rejected
+    finally:
+        con.close()
+    build_marts(warehouse, artifacts_dir=root / "dbt")
+    snapshot = root / "snapshot.duckdb"
+    counts = publish_snapshot(warehouse, snapshot)
+    assert counts.get("marts.leaderboard", 0) > 0, counts
+    return snapshot
+
+
+def require_chromium() -> None:
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"{CHROMIUM} is missing: `make test` installs it (make system-deps, as root on "
+            "Debian), or run `sudo apt-get install chromium`"
+        )
+
+
+def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> tuple[int, int]:
+    """Wait until the script run has finished and every table and chart on the page is drawn
+    (a data grid's canvas, a Vega-Lite chart's canvas or svg.marks; not those in a closed
+    expander); returns (tables, charts) on the page."""
+    wait_until_idle(page, timeout_ms)
+    page.wait_for_function(
+        f"""() => {{
+            // a table inside a closed expander is not drawn until it is opened
+            const drawn = (selector, inner) => [...document.querySelectorAll(selector)]
+                .filter(el => !el.closest('details:not([open])'))
+                .every(el => el.querySelector(inner) && el.getBoundingClientRect().height > 0);
+            return drawn('{TABLES}', 'canvas') && drawn('{CHARTS}', 'canvas, svg.marks');
+        }}""",
+        timeout=timeout_ms,
+    )
+    return page.locator(TABLES).count(), page.locator(CHARTS).count()
+
+
+def page_slug(url: str, base: str) -> str:
+    path = url.removeprefix(base).split("?")[0].strip("/")
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", path) or "home"
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    hostile, files = hostile_attempt()
+    return build_snapshot(
+        tmp_path_factory.mktemp("dashboard"), [*demo_records(), hostile], {HOSTILE_RUN: files}
+    )
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    assert APP.is_file(), f"{APP} is missing"
+    log_path = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with streamlit_server(APP, snapshot, log_path) as base:
+        yield base
+
+
+def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    try:
+        page.goto(app_url, wait_until="domcontentloaded")
+        for agent in AGENTS:  # rendered asynchronously: wait for each name to appear
+            # st.dataframe draws on a canvas; its hidden accessibility table holds the text
+            page.get_by_text(agent, exact=True).first.wait_for(
+                state="attached", timeout=RENDER_TIMEOUT_MS
+            )
+        tables, charts = wait_until_drawn(page)
+        assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+        assert tables >= 2 and charts >= 1, (tables, charts)  # leaderboard + coverage, bars
+        page.screenshot(path=str(ARTIFACTS / "home.png"), full_page=True)
+
+        view_more = page.locator('[data-testid="stSidebarNavViewButton"]')
+        if view_more.count() and "more" in view_more.first.inner_text().lower():
+            view_more.first.click()
+        links = page.locator(NAV_LINKS)
+        urls = list(dict.fromkeys(links.nth(i).get_attribute("href") for i in range(links.count())))
+        page_files = [p for p in sorted(PAGES_DIR.glob("*.py")) if not p.name.startswith("_")]
+        if len(page_files) > 1:
+            assert len(urls) >= len(page_files), (
+                f"{len(page_files)} page files in {PAGES_DIR}, {len(urls)} navigation links: {urls}"
+            )
+        assert any("cost" in url for url in urls), urls
+        visited = {}
+        for url in urls:
+            absolute = url if url.startswith("http") else f"{app_url}/{url.lstrip('/')}"
+            slug = page_slug(absolute, app_url)
+            page.goto(absolute, wait_until="domcontentloaded")
+            page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+            drawn = wait_until_drawn(page)
+            errors = page.locator(EXCEPTION)
+            page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
+            assert errors.count() == 0, f"{absolute}: {errors.first.inner_text()}"
+            assert drawn[0] >= 1, f"{absolute}: no table drawn"
+            visited[slug] = drawn
+        assert len(visited) == len(urls)
+        # pages with charts: every one of them drawn (tables, charts)
+        charts = {slug: n for slug, (_, n) in visited.items()}
+        assert charts["cost"] >= 2 and charts["reliability"] >= 3, visited
+        assert charts["settings"] >= 2 and charts["time_scaling"] >= 2, visited
+    finally:
+        page.close()
+
+
+def test_run_explorer_shows_agent_text_as_text(browser, app_url: str) -> None:
+    """No <img>, <a> or heading made from an agent's text reaches the DOM, nothing is fetched
+    from the URL in it, and the text itself is there, verbatim."""
+    # Streamlit draws elements outside the viewport as skeletons: a viewport taller than the
+    # page keeps every element in the DOM while it is checked
+    page = browser.new_page(viewport={"width": 1600, "height": 4000})
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    try:
+        page.goto(f"{app_url}/run_explorer", wait_until="domcontentloaded")
+        page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+        wait_until_drawn(page)
+        page.get_by_role("tab", name="Transcript").click()
+        page.get_by_text("System prompt and task").click()
+        wait_until_idle(page)
+        page.wait_for_function(
+            """() => !document.querySelector('[data-testid="stSkeleton"]')""",
+            timeout=RENDER_TIMEOUT_MS,
+        )
+        assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "run_explorer_agent_text.png"), full_page=True)
+
+        main = page.locator('[data-testid="stMain"]')
+        assert main.locator(f'img[src="{PIXEL}"], img[src="x"], img[onerror]').count() == 0
+        assert page.locator('a[href^="javascript:"]').count() == 0
+        assert main.locator("a", has_text="click").count() == 0
+        assert (
+            main.locator("h1, h2, h3, h4, h5, h6", has_text="Heading from the agent").count() == 0
+        )
+        assert not [url for url in fetched if "127.0.0.1:9" in url], fetched
+        shown = main.inner_text()
+        assert f"![x]({PIXEL}) [click](javascript:alert(1)) <img src=x onerror=alert(1)>" in shown
+        assert "# Heading from the agent" in shown and HOSTILE_RUN in shown
+        # validation and error message; transcript: system, instructions, tool call and result,
+        # provider error (each a code block); the model's reply as plain text
+        blocks = main.locator('[data-testid="stCode"]').filter(has_text="onerror=alert(1)")
+        assert blocks.count() >= 7, blocks.count()
+        assert main.locator('[data-testid="stText"]').filter(has_text="onerror=alert(1)").count()
+        # the stdout tab: the log, verbatim
+        page.get_by_role("tab", name="stdout").click()
+        wait_until_idle(page)
+        log = main.locator('[role="tabpanel"]:visible [data-testid="stCode"]')
+        assert "[click](javascript:alert(1))" in log.first.inner_text()
+        assert (
+            main.locator(f'img[src="{PIXEL}"], img[src="x"], a[href^="javascript:"]').count() == 0
+        )
+    finally:
+        page.close()

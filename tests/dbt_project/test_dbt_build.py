@@ -1,0 +1,223 @@
+"""`dbt build` of the marts on a temporary warehouse: empty, with hand-made rows, and failing."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+import yaml
+
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+from runner.records import STATUSES, RunRecord
+from tests.support.dbt_warehouse import (
+    insert_agents,
+    insert_runs,
+    insert_suites,
+    insert_tasks,
+    read_mart,
+)
+from tests.support.records import make_record as run_record
+from warehouse.marts import build_marts
+
+# The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.
+PUBLIC_MARTS = {
+    "setting_scores": [
+        "agent_id", "task_id", "budget_seconds", "median_score", "q1", "q3", "iqr",
+        "min_score", "max_score", "n_counted", "attempts", "successes", "median_score_hib",
+        "rel_iqr",
+    ],
+    "normalized_scores": ["agent_id", "task_id", "budget_seconds", "points"],
+    "leaderboard": ["agent_id", "variant", "score", "rank"],
+    "task_ranks": ["agent_id", "task_id", "best_points", "rank"],
+    "rank_stability": ["agent_id", "mean_rank", "rank_std"],
+    "success_rates": [
+        "agent_id", "attempts", "successes", "success_rate", *(f"n_{s}" for s in STATUSES),
+    ],
+    "setting_success_rates": [
+        "agent_id", "task_id", "budget_seconds", "attempts", "successes", "success_rate",
+        "n_success", "n_harness_error", "harness_error_ceiling", "harness_error_ceiling_reached",
+    ],
+    "run_stability": ["agent_id", "rel_iqr"],
+    "time_scaling": ["agent_id", "budget_seconds", "mean_points"],
+    "time_scaling_monotone": ["agent_id", "curves", "monotone_curves", "share_monotone"],
+    "coverage": [
+        "agent_id", "task_id", "budget_seconds", "successes", "missing", "n_harness_error",
+        "harness_error_ceiling", "harness_error_ceiling_reached",
+    ],
+    "contamination_flags": [
+        "agent_id", "task_id", "knowledge_cutoff", "task_start_date", "contaminated",
+    ],
+    "leaderboard_uncertainty": ["agent_id", "score_low", "score_high", "p_rank_1"],
+    "leaderboard_rank_probabilities": ["agent_id", "rank", "probability"],
+    "duplicate_submissions": [
+        "task_id", "submission_normalized_sha256", "n_attempts", "n_agents", "within_setting",
+        "within_setting_counted", "across_agents", "agent_ids", "run_ids",
+    ],
+    "setting_duplicates": [
+        "agent_id", "task_id", "budget_seconds", "duplicated", "duplicated_counted",
+        "n_shared_with_other_agents",
+    ],
+    "submission_twins": [
+        "run_id", "task_id", "submission_normalized_sha256", "agent_id", "budget_seconds",
+        "n_twins", "n_same_setting_twins", "n_other_agent_twins",
+    ],
+}  # fmt: skip
+
+
+# --- tests ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dbt-artifacts")
+
+
+def _columns(path: Path) -> dict[tuple[str, str], list[str]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.sql(
+            "select table_schema, table_name, list(column_name order by ordinal_position) "
+            "from information_schema.columns group by all"
+        ).fetchall()
+    return {(schema, table): columns for schema, table, columns in rows}
+
+
+def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "fresh.duckdb"
+    result = build_marts(path, artifacts_dir=artifacts)
+
+    assert result.count("error") == result.count("fail") == 0
+    assert sum(1 for n in result.nodes if n.unique_id.startswith("unit_test.")) >= 9
+    columns = _columns(path)
+    assert not any(schema.endswith("_marts") for schema, _ in columns)
+    for mart, expected in PUBLIC_MARTS.items():
+        assert ("marts", mart) in columns, mart
+        assert set(expected) <= set(columns["marts", mart]), mart
+        assert read_mart(path, mart).empty, mart
+
+
+def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "rows.duckdb"
+    records = [
+        run_record(agent, task, budget, minute, score=base + budget / 1000 + minute / 100)
+        for agent, base in (("a", 0.5), ("b", 0.6))
+        for task in ("t1",)
+        for budget in (60, 600)
+        for minute in range(5)
+    ]
+    records.append(run_record("a", "t1", 60, 9, status="timeout"))
+    records.append(run_record("b", "t2", 60, 3, score=4.0, direction="minimize"))
+    insert_runs(path, records)
+    insert_tasks(path, {"t1": ("maximize", dt.date(2025, 6, 1))})
+    insert_agents(path, {"a": dt.date(2025, 6, 1), "b": None})
+
+    build_marts(path, artifacts_dir=artifacts)
+
+    # nobody has 5 successes on t2 at 60 s: no one is ranked, coverage says why
+    coverage = read_mart(path, "coverage").set_index(["agent_id", "task_id", "budget_seconds"])
+    assert coverage.loc[("a", "t2", 60), "missing"] == 5
+    assert coverage.loc[("b", "t2", 60), "missing"] == 4
+    assert read_mart(path, "leaderboard").empty
+    scores = read_mart(path, "setting_scores").set_index(["agent_id", "task_id", "budget_seconds"])
+    assert scores.loc[("a", "t1", 60), "median_score"] == pytest.approx(0.58)
+    assert scores.loc[("a", "t1", 60), "attempts"] == 6
+    assert scores.loc[("b", "t2", 60), "median_score_hib"] == pytest.approx(-4.0)
+    rates = read_mart(path, "success_rates").set_index("agent_id")
+    assert rates.loc["a", "success_rate"] == pytest.approx(10 / 11)
+    flags = read_mart(path, "contamination_flags").set_index("agent_id")
+    assert bool(flags.loc["a", "contaminated"]) is True
+    assert pd.isna(flags.loc["b", "contaminated"])
+
+    # drop the lone t2 attempt: both agents are covered and ranked
+    with duckdb.connect(str(path)) as con:
+        con.execute("delete from raw.runs where task_id = 't2'")
+    build_marts(path, artifacts_dir=artifacts)
+    board = read_mart(path, "leaderboard")
+    assert len(board) == 6
+    best = board[board["variant"] == "best_budget"].set_index("agent_id")
+    assert best.loc["b", "rank"] == 1 and best.loc["b", "score"] == pytest.approx(1.0)
+    uncertainty = read_mart(path, "leaderboard_uncertainty").set_index("agent_id")
+    assert uncertainty.loc["b", "p_rank_1"] == pytest.approx(1.0)
+
+
+def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "bad.duckdb"
+    bad = run_record("a", "t1", 60, 0, score=0.7)
+    insert_runs(path, [bad.model_copy(update={"score_hib": -0.7})])
+
+    with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
+        build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts)
+
+
+def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifacts: Path):
+    """The ceiling comes from raw.suites (the suite files), through each attempt's suite_id."""
+    path = tmp_path / "ceiling.duckdb"
+
+    def faults(agent: str, n: int, suite: str | None, first: int = 0) -> list[RunRecord]:
+        return [
+            run_record(agent, "t1", 60, first + i, status="harness_error", suite_id=suite)
+            for i in range(n)
+        ]
+
+    records = [
+        *faults("stuck", 3, "strict"),  # 3 of 3: stopped, lacks every success
+        *faults("unlucky", 2, "strict"),  # 2 of 3 and 4 successes
+        *(run_record("unlucky", "t1", 60, 10 + i, suite_id="strict") for i in range(4)),
+        *faults("lenient", 3, "loose"),  # 3 of 5
+        *faults("imported", 4, None),  # no suite: ceiling unknown
+    ]
+    insert_runs(path, records)
+    insert_suites(path, {"strict": 3, "loose": 5})
+    build_marts(path, artifacts_dir=artifacts)
+
+    rates = read_mart(path, "setting_success_rates").set_index("agent_id")
+    assert rates["n_harness_error"].to_dict() == {
+        "stuck": 3, "unlucky": 2, "lenient": 3, "imported": 4
+    }  # fmt: skip
+    ceilings = rates["harness_error_ceiling"]
+    assert ceilings.drop("imported").astype(int).to_dict() == {
+        "stuck": 3, "unlucky": 3, "lenient": 5
+    }  # fmt: skip
+    assert pd.isna(ceilings["imported"])  # no suite: unknown, never reached
+    reached = rates["harness_error_ceiling_reached"].astype(bool).to_dict()
+    assert reached == {"stuck": True, "unlucky": False, "lenient": False, "imported": False}
+    assert pd.isna(rates.loc["stuck", "success_rate"])  # harness faults are not the agent's
+    assert rates.loc["unlucky", "success_rate"] == 1.0
+
+    coverage = read_mart(path, "coverage").set_index("agent_id")
+    stopped = coverage[coverage["harness_error_ceiling_reached"] & (coverage["missing"] > 0)]
+    assert list(stopped.index) == ["stuck"] and stopped.loc["stuck", "n_harness_error"] == 3
+
+    # the ceiling raised in the suite file (reloaded into raw.suites): no longer reached
+    with duckdb.connect(str(path)) as con:
+        con.execute("update raw.suites set harness_error_ceiling = 4 where suite_id = 'strict'")
+    build_marts(path, select="setting_success_rates+", artifacts_dir=artifacts)
+    rates = read_mart(path, "setting_success_rates").set_index("agent_id")
+    assert not rates["harness_error_ceiling_reached"].any()
+
+
+# --- the project's layout (no build) --------------------------------------------------------
+
+MODELS = REPO_ROOT / "dbt_project" / "models"
+# Models without arithmetic of their own (renames, casts, a filter, a join): no unit test.
+PASS_THROUGH = {
+    "stg_raw__agents", "stg_raw__baselines", "stg_raw__suites", "stg_raw__tasks",
+    "int_setting_runs", "counted_attempts",
+}  # fmt: skip
+
+
+def test_each_model_has_its_yaml_beside_it_and_its_arithmetic_a_unit_test():
+    """<model>.sql and <model>.yml side by side (as in dbt-labs/jaffle-shop); a YAML describes
+    and unit-tests only its own model."""
+    for sql in sorted(MODELS.rglob("*.sql")):
+        described = sql.with_suffix(".yml")
+        assert described.exists(), f"{sql.relative_to(MODELS)}: no {described.name} beside it"
+        spec = yaml.safe_load(described.read_text())
+        assert [m["name"] for m in spec.get("models", [])] == [sql.stem], described.name
+        tested = {test["model"] for test in spec.get("unit_tests", [])}
+        assert tested <= {sql.stem}, f"{described.name} unit-tests other models: {tested}"
+        if sql.parent.name in {"staging", "intermediate", "marts"} and sql.stem not in PASS_THROUGH:
+            assert tested, f"{sql.relative_to(MODELS)} has arithmetic and no unit test"

@@ -1,0 +1,112 @@
+"""The benchmark's rules on hand-made records, with every expected number worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.support.leaderboard_reference import compute_leaderboard
+from tests.support.records import make_record as rec
+
+
+def test_setting_median_counts_only_the_first_n_successes():
+    records = [
+        rec("a", "t", 60, 0, score=0.1),
+        rec("a", "t", 60, 1, status="timeout"),
+        rec("a", "t", 60, 2, score=0.3),
+        rec("a", "t", 60, 3, score=0.2),
+        rec("a", "t", 60, 9, score=0.99),  # 4th success, later: not counted with n=3
+    ]
+    board = compute_leaderboard(records, n=3)
+    row = board.settings.iloc[0]
+    assert row["median_score"] == pytest.approx(0.2)
+    assert row["n_counted"] == 3 and row["attempts"] == 5 and row["successes"] == 4
+    assert row["q1"] == pytest.approx(0.15) and row["q3"] == pytest.approx(0.25)
+    assert row["iqr"] == pytest.approx(0.1)
+
+
+def test_ties_in_created_at_are_broken_by_run_id():
+    records = [
+        rec("a", "t", 60, 0, score=0.9, run_id="b-run"),
+        rec("a", "t", 60, 0, score=0.1, run_id="a-run"),
+    ]
+    board = compute_leaderboard(records, n=1)
+    assert board.settings.iloc[0]["median_score"] == pytest.approx(0.1)
+
+
+def test_normalization_flips_lower_is_better_and_scales_min_max():
+    records = []
+    for minute, (agent, rmse) in enumerate([("good", 1.0), ("mid", 2.0), ("bad", 5.0)]):
+        records.append(rec(agent, "reg", 60, minute, score=rmse, direction="minimize"))
+    board = compute_leaderboard(records, n=1)
+    points = board.points.set_index("agent_id")["points"]
+    assert points["good"] == pytest.approx(1.0)
+    assert points["bad"] == pytest.approx(0.0)
+    assert points["mid"] == pytest.approx(0.75)
+
+
+def test_all_equal_cell_gives_half_points():
+    records = [rec("a", "t", 60, 0, score=0.7), rec("b", "t", 60, 1, score=0.7)]
+    board = compute_leaderboard(records, n=1)
+    assert board.points["points"].tolist() == [0.5, 0.5]
+
+
+def test_primary_score_is_best_budget_per_task_then_mean_and_ranks_share_ties():
+    records = [
+        # task t1: a wins at 60 s, b wins at 120 s
+        rec("a", "t1", 60, 0, score=0.9),
+        rec("b", "t1", 60, 1, score=0.5),
+        rec("a", "t1", 120, 2, score=0.6),
+        rec("b", "t1", 120, 3, score=0.8),
+        # task t2: a wins both budgets
+        rec("a", "t2", 60, 4, score=0.9),
+        rec("b", "t2", 60, 5, score=0.1),
+        rec("a", "t2", 120, 6, score=0.9),
+        rec("b", "t2", 120, 7, score=0.1),
+    ]
+    board = compute_leaderboard(records, n=1)
+    ranking = board.ranking.set_index("agent_id")
+    assert ranking.loc["a", "best_budget"] == pytest.approx(1.0)  # best of (1, 0) on t1, 1 on t2
+    assert ranking.loc["b", "best_budget"] == pytest.approx(0.5)  # best of (0, 1) on t1, 0 on t2
+    assert ranking.loc["a", "all_cells"] == pytest.approx(0.75)
+    assert ranking.loc["b", "largest_budget"] == pytest.approx(0.5)
+    # per-task ranks: t1 both best-points 1 → both rank 1 (min method); t2 a=1, b=2
+    assert ranking.loc["a", "mean_rank"] == pytest.approx(1.0)
+    assert ranking.loc["b", "mean_rank"] == pytest.approx(1.5)
+    assert ranking.loc["b", "rank_std"] == pytest.approx(math.sqrt(0.5))  # sample std of (1, 2)
+    assert ranking.loc["a", "rank"] == 1 and ranking.loc["b", "rank"] == 2
+
+
+def test_agents_without_full_coverage_are_listed_not_ranked():
+    records = [
+        rec("a", "t", 60, 0, score=0.9),
+        rec("a", "t", 60, 1, score=0.8),
+        rec("b", "t", 60, 2, score=0.7),
+        rec("b", "t", 60, 3, status="runtime_error"),
+    ]
+    board = compute_leaderboard(records, n=2)
+    assert board.ranking["agent_id"].tolist() == ["a"]
+    missing = board.coverage.set_index("agent_id")
+    assert missing.loc["b", "missing"] == 1 and missing.loc["b", "successes"] == 1
+
+
+def test_success_rate_counts_every_attempt_and_each_status():
+    records = [
+        rec("a", "t", 60, 0, score=0.9),
+        rec("a", "t", 60, 1, status="timeout"),
+        rec("a", "t", 120, 2, status="invalid_submission"),
+        rec("a", "t", 120, 3, score=0.5),
+    ]
+    rates = compute_leaderboard(records, n=1).success.set_index("agent_id")
+    assert rates.loc["a", "attempts"] == 4 and rates.loc["a", "success_rate"] == pytest.approx(0.5)
+    assert rates.loc["a", "n_timeout"] == 1 and rates.loc["a", "n_invalid_submission"] == 1
+    assert rates.loc["a", "n_harness_error"] == 0
+
+
+def test_run_to_run_stability_is_the_median_relative_iqr():
+    records = [rec("a", "t", 60, i, score=s) for i, s in enumerate([1.0, 2.0, 3.0])]
+    records += [rec("a", "t", 120, 10 + i, score=s) for i, s in enumerate([4.0, 4.0, 4.0])]
+    ranking = compute_leaderboard(records, n=3).ranking.set_index("agent_id")
+    # setting 60: iqr 1.0 / median 2.0 = 0.5; setting 120: 0 → median over settings 0.25
+    assert ranking.loc["a", "rel_iqr"] == pytest.approx(0.25)

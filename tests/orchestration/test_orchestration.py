@@ -1,0 +1,391 @@
+"""The Dagster graph end to end on a tiny suite, plus the runner helpers it stands on.
+
+Every test materializes real assets with ``dg.materialize`` on a temporary DuckDB file and
+temporary data/runs folders: real twins, real sandboxed attempts, a real dbt build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from runner.audit import coverage_gaps, manifest_drift, private_references
+from runner.config import REPO_ROOT, Paths
+from runner.errors import SpecError, TmlbenchError
+from runner.prepare import prepared_task
+from runner.records import load_records
+from runner.settings import (
+    next_attempt_indices,
+    parse_setting_key,
+    setting_key,
+    suite_settings,
+)
+from runner.specs import SuiteSpec
+from tests.support.records import make_record
+from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
+from warehouse.snapshot import publish_snapshot
+
+BANK = "bank-customer-churn-ict-u-ai"
+S6E1 = "playground-series-s6e1"
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+
+# ---------------------------------------------------------------- runner helpers (plain units)
+
+
+def suite_spec(**fields) -> SuiteSpec:
+    base = {"id": "s", "title": "s", "tasks": [BANK], "agents": ["a"], "budgets": [30, 60]}
+    return SuiteSpec.model_validate({**base, **fields})
+
+
+def test_suite_spec_profiles_attempts_and_errors():
+    suite = suite_spec(attempts=3)
+    assert suite.attempt_ceiling == 6 and suite.profile_for(30) == "standard"
+    paired = suite_spec(budgets=[240, 600, 1200, 90])
+    assert [paired.profile_for(b) for b in (240, 600, 1200, 90)] == [
+        "quick", "good", "xgboost", "standard",
+    ]  # fmt: skip
+    assert suite_spec(budgets=[240], instruction_profiles={}).profile_for(240) == "standard"
+    assert suite_spec(attempts=2, max_attempts=3).attempt_ceiling == 3
+    assert suite_spec(instruction_profiles={60: "standard"}).profile_for(60) == "standard"
+    with pytest.raises(ValueError, match="unknown instruction profile 'speedy'"):
+        suite_spec(instruction_profiles={30: "speedy"})
+    with pytest.raises(ValueError, match=r"names budgets \[240\] that are not in budgets"):
+        suite_spec(instruction_profiles={240: "standard"})
+    with pytest.raises(ValueError, match=r"max_attempts \(1\) must be at least attempts \(2\)"):
+        suite_spec(attempts=2, max_attempts=1)
+    with pytest.raises(ValueError, match=r"budgets lists \[30\] more than once"):
+        suite_spec(budgets=[30, 30])
+
+
+def test_setting_keys_round_trip_and_reject_garbage():
+    key = setting_key("baseline-gbm", BANK, 240)
+    assert key == f"baseline-gbm|{BANK}|240"
+    assert parse_setting_key(key) == ("baseline-gbm", BANK, 240)
+    with pytest.raises(TmlbenchError, match="not of the form"):
+        parse_setting_key("baseline-gbm|240")
+
+
+def test_next_attempts_until_n_successes_or_the_ceiling():
+    def rec(i: int, status: str):
+        return make_record(minute=i, status=status, run_id=f"r{i}")
+
+    assert next_attempt_indices([], wanted=2, ceiling=4) == [0, 1]
+    assert next_attempt_indices([rec(0, "success")], 2, 4) == [1]
+    assert next_attempt_indices([rec(0, "success"), rec(1, "success")], 2, 4) == []
+    # failures use up the allowance; the ceiling stops a hopeless setting
+    fails = [rec(i, "no_submission") for i in range(3)]
+    assert next_attempt_indices(fails, 2, 4) == [3]
+    assert next_attempt_indices([*fails, rec(3, "timeout")], 2, 4) == []
+    # a harness fault is not the agent's: its index stays taken, the allowance does not shrink
+    assert next_attempt_indices([rec(0, "harness_error")], 2, 4) == [1, 2]
+
+
+def test_audits_find_coverage_gaps_manifest_drift_and_private_paths(tmp_path, paths):
+    suite = suite_spec(agents=["baseline-constant"], budgets=[30], attempts=2)
+    settings = suite_settings(suite, paths)
+    ok = make_record(
+        agent="baseline-constant", task=BANK, budget=30, status="success",
+        run_id="ok", public_manifest_sha256="abc", stdout_path="stdout.log",
+    )  # fmt: skip
+    assert coverage_gaps(settings, [ok], 2) == {f"baseline-constant|{BANK}|30": 1}
+    assert coverage_gaps(settings, [ok, ok], 2) == {}
+
+    task = prepared_task(tmp_path, BANK)
+    task.public.mkdir(parents=True)
+    task.manifest_path.write_text("{}")
+    drift = manifest_drift([ok], lambda _: task)
+    assert len(drift) == 1 and "ran on manifest abc" in drift[0]
+
+    sneaky = ok.model_copy(update={"submission_path": "../../data/tasks/x/private/answers.csv"})
+    outside = ok.model_copy(update={"transcript_path": "../other-run/log"})
+    problems = private_references([ok, sneaky, outside], tmp_path / "runs")
+    assert len(problems) == 2
+    assert "points into a private directory" in problems[0]
+    assert "leaves the run folder" in problems[1]
+
+
+def test_snapshot_is_a_complete_copy_swapped_in_atomically(tmp_path):
+    source = tmp_path / "wh.duckdb"
+    con = duckdb.connect(str(source))
+    con.execute("create schema marts; create table marts.leaderboard as select 1 as rank")
+    con.execute("create schema raw; create table raw.runs as select 1 as x")
+    con.execute("create table main.int_runs_counted as select 1 as y")  # dbt's intermediates
+    con.close()
+    target = tmp_path / "snap.duckdb"
+    target.write_text("an old snapshot")
+    assert publish_snapshot(source, target) == {"marts.leaderboard": 1, "raw.runs": 1}
+    snap = duckdb.connect(str(target), read_only=True)
+    assert snap.execute("select rank from marts.leaderboard").fetchall() == [(1,)]
+    assert snap.execute("select count(*) from information_schema.tables where table_schema = 'main'").fetchone() == (0,)  # fmt: skip
+    snap.close()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+# ---------------------------------------------------------------- the Dagster graph
+
+
+@pytest.fixture(scope="session")
+def dbt_manifest() -> Path:
+    """The dbt manifest the definitions load (built explicitly, as `make manifest` does)."""
+    target = DBT_PROJECT_DIR / "target"
+    unused = Path("unused-by-parse.duckdb")
+    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(unused)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return target / "manifest.json"
+
+
+@pytest.fixture
+def world(tmp_path: Path, dbt_manifest: Path):
+    """A tiny suite in temporary folders, its definitions and resources."""
+    import dagster as dg
+
+    from orchestration.definitions import build_defs
+    from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
+
+    agents = tmp_path / "agents"
+    shutil.copytree(REPO_ROOT / "agents", agents)
+    quitter = {
+        "id": "quitter", "kind": "command", "title": "exits without a submission",
+        "harness": "test", "command": ["{python}", "-c", "print('bye')"], "trusted": True,
+    }  # fmt: skip
+    (agents / "quitter.yaml").write_text(yaml.safe_dump(quitter))
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    suite = {
+        "id": "tiny", "title": "tiny", "tasks": [BANK, S6E1],
+        "agents": ["baseline-constant", "baseline-linear", "quitter"],
+        "budgets": [30], "attempts": 2, "max_attempts": 3, "twin_rows": 300,
+        "data_subdir": "tiny", "runs_subdir": "tiny",
+    }  # fmt: skip
+    (suites / "tiny.yaml").write_text(yaml.safe_dump(suite))
+    bench = BenchConfig(
+        suite_id="tiny",
+        agents_dir=str(agents),
+        suites_dir=str(suites),
+        data_dir=str(tmp_path / "data"),
+        runs_dir=str(tmp_path / "runs"),
+    )
+    resources = {
+        "bench": bench,
+        "sandbox": SandboxBackend(),
+        "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
+        "dbt": dbt_resource(),
+    }
+    defs = build_defs(bench.suite(), resources)
+
+    class World:
+        runs_dir = tmp_path / "runs" / "tiny"
+        data_dir = tmp_path / "data" / "tiny"
+        warehouse = tmp_path / "wh.duckdb"
+        snapshot = tmp_path / "wh.snapshot.duckdb"
+
+        @staticmethod
+        def materialize(selection, *, partition=None, first=None, last=None, res=None):
+            tags = {RANGE_START: first, RANGE_END: last} if first else None
+            return dg.materialize(
+                [*defs.assets, *defs.asset_checks],
+                selection=selection,
+                resources=res or resources,
+                partition_key=partition,
+                tags=tags,
+                raise_on_error=False,
+            )
+
+    World.resources = resources
+    return World
+
+
+def checks_of(result) -> dict[str, bool]:
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+def materializations(result, key: str) -> list:
+    return [
+        e.materialization
+        for e in result.get_asset_materialization_events()
+        if e.materialization.asset_key.to_user_string() == key
+    ]
+
+
+@pytest.mark.sandbox
+def test_whole_graph_materializes_resumes_and_reports(world):
+    bank_constant = f"baseline-constant|{BANK}|30"
+    prepared = world.materialize(["prepared_tasks"], first=BANK, last=S6E1)
+    assert prepared.success
+    assert checks_of(prepared) == {"manifests_unchanged_under_runs": True}
+
+    # one run, many settings: the baselines' settings of both tasks (quitter's come later)
+    runs = world.materialize(["agent_runs"], first=bank_constant, last=f"baseline-linear|{S6E1}|30")
+    assert runs.success, runs.get_step_failure_events()
+    records = load_records(world.runs_dir)
+    assert len(records) == 2 * 2 * 2 and {r.status for r in records} == {"success"}
+    meta = materializations(runs, "agent_runs")[0].metadata
+    assert meta["new_attempts"].value == 8 and meta["successes"].value == 8
+    checks = checks_of(runs)
+    assert checks["no_private_paths_in_records"] is True
+    assert checks["suite_coverage_complete"] is False  # quitter's settings are not run yet
+
+    # one setting again: nothing to do, nothing duplicated, metadata for a person
+    again = world.materialize(["agent_runs"], partition=bank_constant)
+    assert again.success
+    meta = materializations(again, "agent_runs")[0].metadata
+    assert meta["new_attempts"].value == 0 and meta["attempts"].value == 2
+    assert meta["scores"].value == pytest.approx([0.5, 0.5])  # facts only: medians are dbt's
+    assert "| 0 | `baseline-constant__" in meta["attempts_table"].value
+    assert sorted((r.run_id, r.created_at) for r in load_records(world.runs_dir)) == sorted(
+        (r.run_id, r.created_at) for r in records
+    )
+
+    # raw load → every dbt model and test → snapshot
+    import dagster as dg
+
+    benchmark = dg.AssetSelection.assets("prepared_tasks", "agent_runs")
+    downstream = world.materialize(dg.AssetSelection.all() - benchmark)
+    assert downstream.success, downstream.get_step_failure_events()
+    assert checks_of(downstream)["one_status_per_attempt"] is True
+    dbt_checks = [e for e in downstream.get_asset_check_evaluations() if e.check_name != "one_status_per_attempt"]  # fmt: skip
+    assert len(dbt_checks) > 50 and all(e.passed for e in dbt_checks)
+    con = duckdb.connect(str(world.snapshot), read_only=True)
+    tables = {t for (t,) in con.execute("select table_name from information_schema.tables where table_schema = 'marts'").fetchall()}  # fmt: skip
+    assert {"leaderboard", "setting_scores", "coverage"} <= tables
+    assert con.execute("select count(*) from marts.setting_scores").fetchone() == (4,)
+    con.close()
+    raw = materializations(downstream, "raw/runs")[0].metadata
+    assert raw["new"].value == 8 and raw["dagster/row_count"].value == 8
+
+
+@pytest.mark.sandbox
+def test_agent_failures_pass_harness_faults_fail_after_the_rest_is_recorded(world):
+    quitter_bank, quitter_s6 = f"quitter|{BANK}|30", f"quitter|{S6E1}|30"
+    assert world.materialize(["prepared_tasks"], partition=BANK).success  # S6E1 stays unprepared
+
+    # the agent's fault: three attempts (the ceiling), all no_submission, and the asset succeeds
+    failed = world.materialize(["agent_runs"], partition=quitter_bank)
+    assert failed.success
+    records = load_records(world.runs_dir)
+    assert [r.status for r in records] == ["no_submission"] * 3
+    assert checks_of(failed)["suite_coverage_complete"] is False
+
+    # a public manifest edited under recorded runs is caught when the task is materialized
+    manifest = world.data_dir / "tasks" / BANK / "public" / "manifest.json"
+    manifest.write_text(manifest.read_text() + " ")
+    drift = world.materialize(["prepared_tasks"], partition=BANK)
+    assert drift.success and checks_of(drift) == {"manifests_unchanged_under_runs": False}
+    manifest.write_text(manifest.read_text()[:-1])
+
+    # a harness fault (the task is not prepared) fails the run clearly, once the others are in
+    both = world.materialize(["agent_runs"], first=f"baseline-constant|{BANK}|30", last=quitter_s6)
+    assert not both.success
+    message = str(both.get_step_failure_events()[0].step_failure_data.error)
+    assert "harness fault" in message and f"task {S6E1} is not prepared" in message
+    statuses = {(r.agent_id, r.task_id, r.status) for r in load_records(world.runs_dir)}
+    assert ("baseline-linear", BANK, "success") in statuses
+    assert ("baseline-constant", S6E1, "harness_error") in statuses
+
+
+@pytest.mark.sandbox
+def test_a_sandbox_that_raises_is_a_harness_error(world):
+    from orchestration.resources import SandboxBackend
+
+    class BrokenSandbox:
+        name, isolated = "broken", True
+
+        def paths(self, workspace, agent_dir):
+            raise RuntimeError("sandbox exploded")
+
+    class BrokenBackend(SandboxBackend):
+        def sandbox(self):
+            return BrokenSandbox()
+
+    assert world.materialize(["prepared_tasks"], partition=BANK).success
+    res = {**world.resources, "sandbox": BrokenBackend()}
+    result = world.materialize(["agent_runs"], partition=f"baseline-constant|{BANK}|30", res=res)
+    assert not result.success
+    assert "sandbox exploded" in str(result.get_step_failure_events()[0].step_failure_data.error)
+    # the round's two attempts are recorded as the harness's fault, and no retry follows
+    assert [r.status for r in load_records(world.runs_dir)] == ["harness_error"] * 2
+
+
+@pytest.mark.sandbox
+def test_make_run_shows_bars_and_a_summary_and_logs_everything_to_a_file(tmp_path, dbt_manifest):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    suite = {
+        "id": "one", "title": "one", "tasks": [BANK], "agents": ["baseline-constant"],
+        "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "one", "runs_subdir": "one",
+    }  # fmt: skip
+    (suites / "one.yaml").write_text(yaml.safe_dump(suite))
+    env = {name: value for name, value in os.environ.items() if name != "DAGSTER_HOME"}
+    env |= {
+        "TMLBENCH_SUITES_DIR": str(suites),
+        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
+        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
+        "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestration.materialize", "--suite", "one"],
+        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    terminal = result.stdout + result.stderr
+    assert result.returncode == 0, terminal
+
+    # the terminal: a bar per phase and a summary, no Dagster log lines, no dbt output
+    assert " - dagster - " not in terminal and "Warning" not in terminal
+    assert "Running with dbt" not in terminal and " START " not in terminal
+    assert "prepare tasks: ok" in terminal and "1 tasks" in terminal
+    assert "agent runs: ok" in terminal and "2 new attempts (2 success)" in terminal
+    assert "warehouse, dbt, snapshot: ok" in terminal
+    assert len(terminal.splitlines()) <= 12, terminal
+    (log,) = (tmp_path / "data" / "logs").glob("*.log")
+    assert f"full log: {log}" in terminal
+
+    # the log file: every Dagster event and dbt's whole output
+    text = log.read_text(encoding="utf-8")
+    assert " - dagster - INFO - " in text and "ASSET_CHECK_EVALUATION" in text
+    assert "Running with dbt=" in text and "Completed successfully" in text
+
+
+def test_definitions_load_with_the_demo_suite(dbt_manifest):
+    import dagster as dg
+
+    from orchestration.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert {
+        "prepared_tasks",
+        "agent_runs",
+        "raw/runs",
+        "marts/leaderboard",
+        "marts_snapshot",
+    } <= keys
+    runs = defs.resolve_assets_def("agent_runs")
+    assert len(runs.partitions_def.get_partition_keys()) == 4 * 3 * 3
+    models = defs.resolve_assets_def(dg.AssetKey(["marts", "leaderboard"]))
+    assert models.group_names_by_key[dg.AssetKey(["marts", "leaderboard"])] == "marts"
+    assert models.group_names_by_key[dg.AssetKey(["stg_raw__runs"])] == "staging"
+    assert models.op.pool == "duckdb"
+    assert defs.get_schedule_def("nightly_suite_runs").cron_schedule == "0 2 * * *"
+    assert defs.get_sensor_def("rebuild_warehouse_on_new_runs")
+    leaderboard = graph.get(dg.AssetKey(["marts", "leaderboard"]))
+    assert leaderboard.automation_condition is not None  # rebuilt when new runs are loaded
+
+
+def test_paths_resource_falls_back_to_the_runner_defaults(monkeypatch, tmp_path):
+    from orchestration.resources import BenchConfig
+
+    monkeypatch.setenv("TMLBENCH_RUNS_DIR", str(tmp_path / "r"))
+    paths = BenchConfig(data_dir=str(tmp_path / "d")).paths()
+    assert paths.runs_dir == tmp_path / "r" and paths.data_dir == tmp_path / "d"
+    assert paths.tasks_dir == Paths.from_env().tasks_dir
+    with pytest.raises(SpecError, match="unknown suite"):
+        BenchConfig(suite_id="nope").suite()

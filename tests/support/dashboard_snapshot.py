@@ -1,0 +1,116 @@
+"""A published snapshot for the dashboard's tests, built from hand-made records by the real loader,
+dbt and the publish step, as the pipeline runs them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+
+from runner.records import write_record
+from tests.support.dbt_warehouse import insert_agents, insert_suites, insert_tasks
+from tests.support.records import T0, make_record
+from warehouse.db import apply_ddl, connect
+from warehouse.loader import load_runs
+from warehouse.marts import build_marts
+from warehouse.snapshot import publish_snapshot
+
+# (task, direction): alpha wins t1 and t3, beta wins t2; gamma never completes its settings
+TASKS = {"t1": "maximize", "t2": "minimize", "t3": "maximize"}
+BUDGETS = (60, 600)
+# alpha's model knew t1 (cutoff after its start), beta's none, gamma's cutoff is unknown
+TASK_STARTS = {"t1": dt.date(2025, 1, 1), "t2": dt.date(2025, 6, 1), "t3": dt.date(2025, 6, 1)}
+CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": None}
+ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
+LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
+SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling
+# Submission fingerprints: every success's answer is its own, except alpha's t3 at 600 s, whose
+# first two counted attempts submitted one answer (a replay), and one answer beta and gamma share.
+REPLAY, SHARED = "f" * 64, "e" * 64
+SAME_ANSWER = {
+    ("alpha", "t3", 600, 0): REPLAY,
+    ("alpha", "t3", 600, 1): REPLAY,
+    ("beta", "t1", 60, 0): SHARED,
+    ("gamma", "t1", 60, 0): SHARED,
+}
+
+
+def _fingerprint(record):
+    """A success's canonical fingerprint: its own, or the answer it repeats (SAME_ANSWER)."""
+    if record.status != "success":
+        return record
+    key = (record.agent_id, record.task_id, record.budget_seconds, record.attempt_index)
+    normalized = SAME_ANSWER.get(key, hashlib.sha256(record.run_id.encode()).hexdigest())
+    return record.model_copy(
+        update={"submission_normalized_sha256": normalized, "submission_sha256": normalized}
+    )
+
+
+def snapshot_records():
+    """The hand-made records the snapshot is built from (alpha, beta, gamma on t1–t3)."""
+    records = []
+    for agent, edge in (("alpha", 0.1), ("beta", 0.0)):
+        for task, direction in TASKS.items():
+            for budget in BUDGETS:
+                for minute in range(5):
+                    base = 0.5 + budget / 10000 + minute / 1000
+                    # t2 is an rmse: beta's is lower (better)
+                    score = 1.0 - base + 2 * edge if task == "t2" else base + edge
+                    cost = (
+                        {"tokens_in": 1000, "tokens_out": 100, "cost_usd": ALPHA_COST}
+                        if agent == "alpha"
+                        else {}
+                    )
+                    records.append(
+                        make_record(
+                            agent,
+                            task,
+                            budget,
+                            minute,
+                            score=score,
+                            direction=direction,
+                            suite_id="demo",
+                            **cost,
+                        )
+                    )
+    records.append(make_record("beta", "t1", 60, 7, status="timeout", suite_id="demo"))
+    records.append(make_record("gamma", "t1", 60, 0, score=0.9, suite_id="other"))
+    records.append(make_record("gamma", "t1", 60, 1, status="runtime_error", suite_id="other"))
+    records.append(
+        make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="other")
+    )
+    # gamma's t2 at 600 s: three harness faults, its suite's ceiling: stopped there
+    for minute in (10, 11, 12):
+        records.append(
+            make_record("gamma", "t2", 600, minute, status="harness_error", suite_id="other")
+        )
+    return [_fingerprint(r) for r in records]
+
+
+def build_snapshot(root: Path) -> Path:
+    """Write records, load them, build the marts (few bootstrap replicates), publish."""
+    runs_dir = root / "runs"
+    for record in snapshot_records():
+        run_dir = runs_dir / record.run_id
+        run_dir.mkdir(parents=True)
+        write_record(run_dir, record)
+    warehouse = root / "warehouse.duckdb"
+    con = connect(warehouse)
+    try:
+        apply_ddl(con)
+        report = load_runs(con, runs_dir)
+    finally:
+        con.close()
+    assert not report.rejected, report.rejected
+    insert_tasks(warehouse, {t: (d, TASK_STARTS[t]) for t, d in TASKS.items()})
+    insert_agents(warehouse, CUTOFFS)
+    insert_suites(warehouse, SUITES)
+    build_marts(warehouse, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=root / "dbt")
+    snapshot = root / "warehouse.snapshot.duckdb"
+    publish_snapshot(warehouse, snapshot)
+    return snapshot
+
+
+def run_id_of(agent: str, task: str, budget: int, minute: int) -> str:
+    """The run id of the hand-made record of this setting and minute."""
+    return make_record(agent, task, budget, minute).run_id

@@ -1,0 +1,94 @@
+"""Hand-made raw rows in a temporary warehouse, inserted the way the loader would, and the marts
+dbt builds from them read back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from runner.records import RunRecord
+from tests.support.records import T0
+
+
+def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> None:
+    """Insert records into raw.runs the way the loader would (record fields + bookkeeping)."""
+    rows = [
+        {
+            **r.model_dump(),
+            "source": "test",
+            "record_sha256": "x",
+            "loaded_at": T0,
+            **overrides,
+        }
+        for r in records
+    ]
+    _insert(path, "runs", rows)
+
+
+def insert_tasks(path: Path, tasks: dict[str, tuple[str, dt.date | None]]) -> None:
+    """tasks: task_id → (metric_direction, start_date)."""
+    rows = [
+        {
+            "task_id": task_id,
+            "title": task_id,
+            "task_type": "binary",
+            "metric_name": "auc" if direction == "maximize" else "rmse",
+            "metric_direction": direction,
+            "id_column": "id",
+            "target_column": "y",
+            "start_date": start,
+            "loaded_at": T0,
+        }
+        for task_id, (direction, start) in tasks.items()
+    ]
+    _insert(path, "tasks", rows)
+
+
+def insert_agents(path: Path, cutoffs: dict[str, dt.date | None]) -> None:
+    rows = [
+        {
+            "agent_id": agent_id,
+            "kind": "baseline",
+            "knowledge_cutoff": cutoff,
+            "source": "spec",
+            "loaded_at": T0,
+        }
+        for agent_id, cutoff in cutoffs.items()
+    ]
+    _insert(path, "agents", rows)
+
+
+def insert_suites(path: Path, ceilings: dict[str, int]) -> None:
+    """suites: suite_id → harness_error_ceiling (as the loader writes raw.suites)."""
+    rows = [
+        {
+            "suite_id": suite_id,
+            "title": suite_id,
+            "attempts": 5,
+            "attempt_ceiling": 10,
+            "harness_error_ceiling": ceiling,
+            "spec_sha256": "x",
+            "loaded_at": T0,
+        }
+        for suite_id, ceiling in ceilings.items()
+    ]
+    _insert(path, "suites", rows)
+
+
+def _insert(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
+    from warehouse.marts import ensure_raw_schema
+
+    ensure_raw_schema(path)
+    frame = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB's replacement scan)
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"insert into raw.{table} by name select * from frame")
+
+
+def read_mart(path: Path, name: str) -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.sql(f"select * from marts.{name}").df()

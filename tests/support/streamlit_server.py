@@ -1,0 +1,95 @@
+"""The real dashboard for browser tests and benchmarks: ``streamlit run app/streamlit_app.py`` on a
+free loopback port, and Debian's chromium (driven through Playwright) waiting for it to render."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runner.config import REPO_ROOT
+from tests.support.servers import free_port, stop
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+APP = REPO_ROOT / "app" / "streamlit_app.py"
+STARTUP_TIMEOUT = 60.0
+RENDER_TIMEOUT_MS = 60_000
+BIN = Path(sys.executable).parent
+
+
+@contextlib.contextmanager
+def streamlit_server(app: Path, snapshot: Path, log_path: Path) -> Iterator[str]:
+    """``streamlit run app`` on a free loopback port; yields its base URL once healthy."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "TMLBENCH_SNAPSHOT": str(snapshot), "PYTHONUNBUFFERED": "1"}
+    with log_path.open("w+b") as log:
+        proc = subprocess.Popen(
+            [
+                str(BIN / "streamlit"),
+                "run",
+                str(app),
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, terminated as a whole
+        )
+        try:
+            deadline = time.monotonic() + STARTUP_TIMEOUT
+            while True:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read().decode()}")
+                try:
+                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as response:
+                        if response.status == 200:
+                            break
+                except (urllib.error.URLError, ConnectionError, TimeoutError):
+                    pass
+                if time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(
+                        f"no /_stcore/health after {STARTUP_TIMEOUT}s:\n{log.read().decode()}"
+                    )
+                time.sleep(0.25)
+            yield base
+        finally:
+            stop(proc)
+
+
+def wait_until_idle(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
+    """Wait until the app has rendered and its script run has finished."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    page.wait_for_function(
+        """() => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            return app && app.getAttribute('data-test-script-state') === 'notRunning';
+        }""",
+        timeout=timeout_ms,
+    )

@@ -1,0 +1,208 @@
+"""``tmlbench warehouse load``, ``tmlbench import tml-bench`` and ``tmlbench sql``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from runner.cli import cli
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+from runner.registry import list_agents
+from tests.support import tml_bench as tb
+from tests.support.cli_imports import HEAVY, imported_by
+from tests.support.records import make_record as rec
+from tests.support.run_folders import write, write_raw
+from warehouse.db import connect
+
+QUERIES = REPO_ROOT / "warehouse" / "queries"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    runs = tmp_path / "runs"
+    for minute in range(3):
+        write(runs, rec(minute=minute, wall_seconds=10.0 + minute))
+    write(runs, rec(agent="b", status="invalid_submission", validation_message="missing ids"))
+    return {"TMLBENCH_RUNS_DIR": str(runs), "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb")}
+
+
+def invoke(env: dict[str, str], *args: str):
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True)
+
+
+def test_commands_are_registered_through_entry_points():
+    assert {"warehouse", "import", "sql", "leaderboard"} <= set(cli.commands)
+
+
+def test_warehouse_load_prints_counts_and_is_idempotent(env):
+    result = invoke(env, "warehouse", "load")
+    assert result.exit_code == 0, result.output
+    agents = len(list_agents(REPO_ROOT / "agents"))
+    assert f"4 tasks, {agents} agents" in result.output
+    assert "4 new, 0 unchanged, 0 rejected" in result.output
+    again = invoke(env, "warehouse", "load")
+    assert "0 new, 4 unchanged, 0 rejected" in again.output and again.exit_code == 0
+
+
+def test_warehouse_load_reports_rejections(env, tmp_path: Path):
+    bad = write_raw(Path(env["TMLBENCH_RUNS_DIR"]), "bad", "[]")
+    other = tmp_path / "other.duckdb"
+    result = invoke(env, "warehouse", "load", "--warehouse", str(other))
+    assert result.exit_code == 1
+    assert "4 new, 0 unchanged, 1 rejected" in result.output
+    assert str(bad.resolve()) in result.output.replace("\n", "")
+    assert other.is_file() and not Path(env["TMLBENCH_WAREHOUSE"]).exists()
+
+
+def test_sql_prints_a_table_and_csv(env):
+    invoke(env, "warehouse", "load")
+    result = invoke(
+        env, "sql", "select agent_id, count(*) as n from raw.runs group by 1 order by 1"
+    )
+    assert result.exit_code == 0, result.output
+    assert "agent_id" in result.output and "2 rows" in result.output
+    as_csv = invoke(
+        env, "sql", "--csv", "select agent_id, count(*) as n from raw.runs group by 1 order by 1"
+    )
+    assert list(csv.reader(io.StringIO(as_csv.output))) == [
+        ["agent_id", "n"],
+        ["a", "3"],
+        ["b", "1"],
+    ]
+
+
+def test_sql_is_read_only_unless_write(env):
+    invoke(env, "warehouse", "load")
+    result = invoke(env, "sql", "delete from raw.runs")
+    assert isinstance(result.exception, TmlbenchError)
+    assert "read-only" in str(result.exception) and "--write" in str(result.exception)
+    con = connect(Path(env["TMLBENCH_WAREHOUSE"]), read_only=True)
+    assert con.execute("select count(*) from raw.runs").fetchone()[0] == 4
+    con.close()
+    written = invoke(env, "sql", "--write", "delete from raw.runs where agent_id = 'b'")
+    assert written.exit_code == 0, written.output
+
+
+@pytest.mark.parametrize(
+    "name", ["attempts_by_status", "slowest_attempts", "invalid_submissions", "setting_medians"]
+)
+def test_example_queries_on_raw_run(env, name):
+    invoke(env, "warehouse", "load")
+    result = invoke(env, "sql", "--csv", "-f", str(QUERIES / f"{name}.sql"))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.output)))
+    assert len(rows) >= 2
+    if name == "invalid_submissions":
+        assert "missing ids" in result.output
+
+
+def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
+    """The real dbt build behind `tmlbench warehouse build`, then the mart example queries."""
+    result = invoke(env, "warehouse", "build", "--counted-successes", "1")
+    assert result.exit_code == 0, result.output
+    assert "4 new" in result.output and "marts built in" in result.output
+    board = invoke(env, "sql", "--csv", "-f", str(QUERIES / "leaderboard.sql"))
+    assert board.exit_code == 0, board.output
+    # agent "a" has successes in every setting; "b" only an invalid submission: not ranked
+    assert [row[:2] for row in csv.reader(io.StringIO(board.output))][1:] == [["1", "a"]]
+    scores = invoke(env, "sql", "--csv", "-f", str(QUERIES / "setting_scores.sql"))
+    assert scores.exit_code == 0 and ",a," in scores.output.replace("\n", ",")
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The body rows of every rich table in ``output``, as lists of stripped cells."""
+    lines = [line for line in output.splitlines() if line.startswith("│")]
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines]
+
+
+def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
+    """Agent c ran under suite demo, a and b outside it: the marts rank a and c, the demo
+    board shows c's rows only (its rank among every agent, not recomputed)."""
+    runs = Path(env["TMLBENCH_RUNS_DIR"])
+    for minute in range(2):
+        write(runs, rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo"))
+    built = invoke(env, "warehouse", "build", "--counted-successes", "1")
+    assert built.exit_code == 0, built.output
+    board = invoke(env, "leaderboard", "--suite", "demo")
+    assert board.exit_code == 0, board.output
+    assert board.output.startswith("tmlbench leaderboard: ") and "(demo)" in board.output
+    ranking, medians = table_rows(board.output)[:1], table_rows(board.output)[1:]
+    assert ranking == [["1", "c", "1.000", "1.000", "1.000", "1.00 ± -", "100%", "0.0000"]]
+    assert "setting medians (first 1 successes)" in board.output
+    assert medians == [["t", "c", "0.7500"]]  # the first success only
+    assert "not ranked" not in board.output  # b lacks successes, but outside the suite
+    warehouse = Path(env["TMLBENCH_WAREHOUSE"])
+    # not even the pandas DuckDB's client imports to inspect a bound parameter
+    loaded = imported_by("leaderboard", "--suite", "demo", warehouse=warehouse)
+    assert not loaded & (HEAVY - {"duckdb"})
+
+    unknown = invoke(env, "leaderboard", "--suite", "nope")
+    assert isinstance(unknown.exception, TmlbenchError)
+    assert "unknown suite 'nope'" in str(unknown.exception) and "demo" in str(unknown.exception)
+    idle = invoke(env, "leaderboard", "--suite", "tml-v1")
+    assert "no attempt of suite 'tml-v1'" in str(idle.exception)
+
+
+def test_leaderboard_without_marts_says_how_to_build_them(env, tmp_path: Path):
+    missing = invoke(env, "leaderboard", "--warehouse", str(tmp_path / "none.duckdb"))
+    assert isinstance(missing.exception, TmlbenchError)
+    assert "no warehouse at" in str(missing.exception)
+    assert "tmlbench warehouse build" in str(missing.exception)
+    assert invoke(env, "warehouse", "load").exit_code == 0
+    unbuilt = invoke(env, "leaderboard")
+    assert isinstance(unbuilt.exception, TmlbenchError)
+    assert "no marts.leaderboard" in str(unbuilt.exception)
+    assert "tmlbench warehouse build" in str(unbuilt.exception)
+
+
+def test_import_tml_bench_command(env, tmp_path: Path):
+    runs = [
+        tb.result("a1", "2026-02-01T10:00:00-08:00"),
+        tb.result("a2", "2026-02-01T11:00:00-08:00", status="timeout"),
+    ]
+    db = tb.current_database(tmp_path / "results.sqlite", runs)
+    sql = sqlite3.connect(db)
+    sql.execute("alter table runs add column judge_notes text")
+    sql.execute("update runs set judge_notes = 'fine'")
+    sql.commit()
+    sql.close()
+    result = invoke(env, "import", "tml-bench", str(db))
+    assert result.exit_code == 0, result.output
+    assert "2 new, 0 unchanged, 0 rejected" in result.output
+    assert "TML-bench baselines: 2 new" in result.output
+    assert result.output.count("judge_notes") == 1  # reported once, not per row
+    assert "in source_fields: runs.judge_notes (2 values)" in result.output
+    again = invoke(env, "import", "tml-bench", str(db))
+    assert "0 new, 2 unchanged" in again.output
+    sql = sqlite3.connect(db)
+    sql.execute("update runs set status = 'exploded' where run_id = 'a2'")
+    sql.commit()
+    sql.close()
+    refused = invoke(env, "import", "tml-bench", str(db))
+    assert refused.exit_code == 1 and "unknown status 'exploded'" in refused.output
+
+
+def test_sql_errors_exit_2_through_the_real_entry_point(env):
+    invoke(env, "warehouse", "load")
+    run = [sys.executable, "-c", "from runner.cli import main; main()"]
+    proc = subprocess.run(
+        [*run, "sql", "selec 1"], env={**env, "PATH": ""}, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "SQL error" in proc.stdout and "syntax error" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    write_attempt = subprocess.run(
+        [*run, "sql", "drop table raw.runs"],
+        env={**env, "PATH": ""},
+        capture_output=True,
+        text=True,
+    )
+    assert write_attempt.returncode == 2 and "read-only" in write_attempt.stdout
