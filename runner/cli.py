@@ -2,7 +2,7 @@
 
 It answers at once: a module imported here loads with every command, ``--help`` included, so
 what is heavy (pandas and scikit-learn through task preparation and attempts, DuckDB, dbt)
-is imported inside the command that needs it. tests/test_cli_startup.py keeps it so.
+is imported inside the command that needs it. tests/runner/test_cli_startup.py keeps it so.
 """
 
 from __future__ import annotations

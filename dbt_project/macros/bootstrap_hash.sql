@@ -12,7 +12,7 @@
         drawn attempt  = draw_hash mod n_counted   (0-based, in first-N order)
 
     with setting_key = the first 8 hex digits of md5('<agent_id>/<task_id>/<budget_seconds>')
-    read as an integer. tests/test_marts_crosscheck.py recomputes the same chain in numpy.
+    read as an integer. tests/dbt_project/test_marts_crosscheck.py recomputes the same chain in numpy.
 -#}
 {% macro fmix32(x) -%}
     {%- set m = '4294967296::ubigint' -%}

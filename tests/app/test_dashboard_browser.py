@@ -153,7 +153,7 @@ def build_snapshot(root: Path, records, files: dict[str, dict[str, str]] | None 
 def require_chromium() -> None:
     if not CHROMIUM.is_file():
         pytest.fail(
-            f"{CHROMIUM} is missing: `make test` installs it (make system-deps, as root on "
+            f"{CHROMIUM} is missing: `make test` installs it (make browser-deps, as root on "
             "Debian), or run `sudo apt-get install chromium`"
         )
 
