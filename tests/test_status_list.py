@@ -21,8 +21,8 @@ import jinja2
 import pytest
 import yaml
 
-from runner.task_vocabulary import Direction
 from runner.records import STATUSES, RunRecord
+from runner.task_vocabulary import Direction
 from warehouse.importers import tml_bench_format
 
 ROOT = Path(__file__).resolve().parents[1]
