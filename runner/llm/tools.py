@@ -89,7 +89,7 @@ def parse_call(raw: dict) -> ToolCall:
     if not isinstance(function, dict):
         raise MalformedCall("a tool call needs a 'function' with 'name' and 'arguments'")
     name = function.get("name")
-    if name not in _SPECS:
+    if not isinstance(name, str) or name not in _SPECS:  # a list or object is no tool's name
         raise MalformedCall(f"there is no tool {name!r}; the tools are: {', '.join(_SPECS)}")
     arguments = function.get("arguments") or "{}"
     if isinstance(arguments, str):
