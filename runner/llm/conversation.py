@@ -41,7 +41,9 @@ def conversation_chars(messages: list[dict]) -> int:
     for m in messages:
         total += len(m.get("content") or "")
         for call in m.get("tool_calls") or []:
-            total += len(str((call.get("function") or {}).get("arguments") or ""))
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):  # the model's calls, as it sent them: any shape
+                total += len(str(function.get("arguments") or ""))
     return total
 
 
@@ -60,17 +62,27 @@ def fit_context(messages: list[dict], limit: int) -> None:
         if m["role"] == "tool" and m["content"] != ELIDED:
             m["content"] = ELIDED
         for call in m.get("tool_calls") or []:
-            function = call.get("function") or {}
-            if function.get("name") == "write_file":
-                try:
-                    args = json.loads(function.get("arguments") or "{}")
-                except ValueError:
-                    args = None
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and function.get("name") == "write_file":
+                args = _arguments(function.get("arguments"))
                 if isinstance(args, dict) and args.get("content") not in (None, ELIDED):
                     args["content"] = ELIDED
                     function["arguments"] = json.dumps(args)
         if conversation_chars(messages) <= limit:
             return
+
+
+def _arguments(value: object) -> object:
+    """A call's arguments: JSON text parsed (None if it is not JSON), or the object some
+    providers send instead of text (a copy)."""
+    if isinstance(value, dict):
+        return dict(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        return json.loads(value or "{}")
+    except ValueError:
+        return None
 
 
 def truncate(text: str, limit: int) -> str:
