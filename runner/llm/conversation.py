@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
+from typing import Any, Literal, Required, TypedDict
 
 from runner.llm.client import ProviderFailure
 
 ELIDED = "[older tool output elided to keep the conversation within the context limit]"
 
 
-def message_of(reply: dict) -> dict:
+class ChatMessage(TypedDict, total=False):
+    """One message of the conversation, in chat completions' shape, as it is sent each call."""
+
+    role: Required[Literal["system", "user", "assistant", "tool"]]
+    content: Required[str | list[object]]  # text, or the content parts the model sent
+    tool_calls: list[object]  # the model's calls as it sent them (parse_call checks each)
+    tool_call_id: str  # role "tool": the call this result answers
+
+
+def message_of(reply: dict[str, Any]) -> dict[str, Any]:
     """The reply's message, checked: a malformed one is the provider's failure, not ours."""
     choices = reply.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
@@ -27,15 +37,15 @@ def message_of(reply: dict) -> dict:
     return message
 
 
-def assistant_message(message: dict) -> dict:
+def assistant_message(message: dict[str, Any]) -> ChatMessage:
     """The reply as it goes back into the conversation (role, content, tool calls only)."""
-    kept = {"role": "assistant", "content": message.get("content") or ""}
+    kept: ChatMessage = {"role": "assistant", "content": message.get("content") or ""}
     if message.get("tool_calls"):
         kept["tool_calls"] = message["tool_calls"]
     return kept
 
 
-def conversation_chars(messages: list[dict]) -> int:
+def conversation_chars(messages: list[ChatMessage]) -> int:
     """Characters of content and tool-call arguments: what the context limit counts."""
     total = 0
     for m in messages:
@@ -47,7 +57,7 @@ def conversation_chars(messages: list[dict]) -> int:
     return total
 
 
-def fit_context(messages: list[dict], limit: int) -> None:
+def fit_context(messages: list[ChatMessage], limit: int) -> None:
     """Elide the oldest tool outputs (and old file contents the model wrote) until under limit.
 
     The system prompt, the task, and the latest exchange (the last assistant message and the
