@@ -113,13 +113,11 @@ test: install browser-deps docker-image clis lint manifest
 	$(RUN) dg check defs
 	$(RUN) pytest
 
-# mypy type-checks, strictly, the modules that [tool.mypy] in pyproject.toml lists. Its cache is
-# lint's own: mypy 1.19 (dbt's pathspec pin holds it there) replays an imported module's errors
-# from a cache that a run on other files (`mypy runner warehouse`) left behind (mypy #20508).
+# mypy --strict on every module of runner/ and warehouse/ ([tool.mypy] in pyproject.toml).
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy --cache-dir .mypy_cache/lint
+	$(RUN) mypy
 
 format: install
 	$(RUN) ruff check --fix .

@@ -14,9 +14,10 @@ import json
 import re
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
@@ -27,7 +28,7 @@ from runner.prepare import prepare_twin
 from runner.records import RunRecord
 from runner.registry import agent_code_dir, load_task, task_spec_sha256
 from runner.sandbox import get_sandbox
-from runner.scripted_provider import ScriptedProvider, hang, solve_task_script
+from runner.scripted_provider import ScriptedProvider, ScriptEntry, hang, solve_task_script
 from runner.specs import AgentSpec
 
 CHECK_TASK = "bank-customer-churn-ict-u-ai"
@@ -97,7 +98,9 @@ def check_agent(
     prepared = prepare_twin(task, paths.tasks_dir, work / "data", rows=CHECK_ROWS)
     sandbox = get_sandbox(backend)
 
-    def run(script: list, budget_seconds: int, index: int) -> tuple[RunRecord, ScriptedProvider]:
+    def run(
+        script: Sequence[ScriptEntry], budget_seconds: int, index: int
+    ) -> tuple[RunRecord, ScriptedProvider]:
         key = "sk-check-" + secrets.token_hex(16)
         with ScriptedProvider(
             script, api_key=key, model=agent.model.model_id or "model"
@@ -142,7 +145,7 @@ def _installed_step(agent: AgentSpec, paths: Paths) -> CheckStep:
 
 
 def _solve_steps(
-    record: RunRecord, provider: ScriptedProvider, run_dir: Path, meta: dict
+    record: RunRecord, provider: ScriptedProvider, run_dir: Path, meta: Mapping[str, Any]
 ) -> list[CheckStep]:
     stderr = _tail(run_dir / "stderr.log") or _tail(run_dir / "stdout.log")
     logs = f"see {run_dir}/stderr.log and stdout.log"

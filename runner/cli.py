@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,8 +19,12 @@ from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.terminal import console
 
+if TYPE_CHECKING:
+    from runner.agent_check import CheckStep
+    from runner.prepared import PreparedTask
 
-class _BackendChoice(click.Choice):
+
+class _BackendChoice(click.Choice[str]):
     """The sandbox backends, looked up when an option is parsed or its help shown: importing
     runner.sandbox at start-up would load every backend's module for every command."""
 
@@ -59,7 +64,7 @@ def tasks_list(paths: Paths) -> None:
     """List the tasks and whether their data is prepared."""
     from rich.table import Table
 
-    from runner.prepare import prepared_task  # pandas and scikit-learn: only for task commands
+    from runner.prepared import prepared_task
     from runner.registry import list_tasks
 
     table = Table("task", "type", "metric", "full rows", "kaggle competition", "prepared")
@@ -130,7 +135,7 @@ def tasks_prepare(
         )
 
 
-def _prepared_label(prepared) -> str:
+def _prepared_label(prepared: PreparedTask) -> str:
     if not prepared.exists():
         return "no"
     meta = prepared.private_meta()
@@ -228,7 +233,7 @@ def agents_check(paths: Paths, agent_id: str, backend: str, budget: int, keep: P
     agent = load_agent(paths.agents_dir, agent_id)
     marks = {True: "[green]ok[/green]", False: "[red]FAILED[/red]", None: "[dim]-[/dim]"}
 
-    def show(step) -> None:
+    def show(step: CheckStep) -> None:
         console.print(f"{marks[step.ok]:>24}  {step.name}: {step.detail}")
         if step.hint:
             console.print(f"{'':>10}what to do: {step.hint}")
@@ -274,7 +279,7 @@ def run_cmd(
 ) -> None:
     """Run one attempt and print its record."""
     from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-    from runner.prepare import prepared_task
+    from runner.prepared import prepared_task
     from runner.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
     from runner.sandbox import get_sandbox
     from runner.specs import DEFAULT_PROFILES_BY_BUDGET

@@ -19,7 +19,7 @@ import click
 from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.terminal import console
-from warehouse.db import WAREHOUSE_ENV, connect, warehouse_path
+from warehouse.db import WAREHOUSE_ENV, connect, one_row, warehouse_path
 
 if TYPE_CHECKING:
     from warehouse.loader import LoadReport
@@ -76,7 +76,7 @@ def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadRepor
             console.print(f"no runs directory at {runs_dir}: no records to load")
             report = LoadReport(0, 0, [])
         _print_report(report, f"run records from {runs_dir}")
-        total = con.execute("select count(*) from raw.runs").fetchone()[0]
+        (total,) = one_row(con, "select count(*) from raw.runs")
     finally:
         con.close()
     console.print(f"warehouse {db}: {total:,} runs")
@@ -191,9 +191,12 @@ def sql(
     """Run a SQL QUERY against the warehouse (read-only unless --write) and print the result."""
     import duckdb
 
-    if (query is None) == (query_file is None):
+    if query_file is not None and query is None:
+        text = query_file.read_text(encoding="utf-8")
+    elif query is not None and query_file is None:
+        text = query
+    else:
         raise TmlbenchError("give a query or -f FILE (exactly one of them)")
-    text = query_file.read_text(encoding="utf-8") if query_file else query
     con = connect(_resolve(warehouse_file), read_only=not write)
     try:
         try:

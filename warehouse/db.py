@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
@@ -68,3 +68,11 @@ def _lock_holder(message: str) -> str:
 def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw schema and its tables if they are not there yet (safe to call every time)."""
     con.execute(RAW_DDL.read_text(encoding="utf-8"))
+
+
+def one_row(con: duckdb.DuckDBPyConnection, query: str) -> tuple[Any, ...]:
+    """The row of ``query``, which always returns one (an aggregate without ``group by``)."""
+    row = con.execute(query).fetchone()
+    if row is None:
+        raise RuntimeError(f"no row from a query that always returns one: {query}")
+    return row

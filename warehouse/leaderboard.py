@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runner.errors import TmlbenchError
+from warehouse.db import connect, one_row  # light: connect() imports duckdb when it is called
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,8 +103,6 @@ class SuiteBoard:
 
 def read_board(warehouse: Path, suite_id: str) -> SuiteBoard:
     """Read one suite's leaderboard from the marts of ``warehouse`` (opened read-only)."""
-    from warehouse.db import connect  # imports duckdb: only when a board is read
-
     if not warehouse.is_file():
         raise TmlbenchError(
             f"no warehouse at {warehouse}: build it and its marts with `tmlbench warehouse build` "
@@ -118,7 +117,7 @@ def read_board(warehouse: Path, suite_id: str) -> SuiteBoard:
             title=title,
             ranking=con.execute(_with_suite(RANKING, suite_id)).fetchall(),
             medians=con.execute(_with_suite(SETTING_MEDIANS, suite_id)).fetchall(),
-            counted_successes=con.execute(COUNTED_SUCCESSES).fetchone()[0],
+            counted_successes=one_row(con, COUNTED_SUCCESSES)[0],
             not_ranked=con.execute(_with_suite(NOT_RANKED, suite_id)).fetchall(),
         )
     finally:
@@ -147,7 +146,9 @@ def _require_marts(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
 
 
 def _suite_title(con: duckdb.DuckDBPyConnection, warehouse: Path, suite_id: str) -> str:
-    suites = dict(con.execute("select suite_id, title from raw.suites order by 1").fetchall())
+    suites: dict[str, str] = dict(
+        con.execute("select suite_id, title from raw.suites order by 1").fetchall()
+    )
     if suite_id not in suites:
         known = ", ".join(suites) or "none"
         raise TmlbenchError(
@@ -155,7 +156,7 @@ def _suite_title(con: duckdb.DuckDBPyConnection, warehouse: Path, suite_id: str)
             "load the suite files with `tmlbench warehouse build`"
         )
     count = _with_suite("select count(*) from raw.runs where suite_id = $suite", suite_id)
-    (runs,) = con.execute(count).fetchone()
+    (runs,) = one_row(con, count)
     if not runs:
         raise TmlbenchError(
             f"the warehouse {warehouse} has no attempt of suite {suite_id!r}; run: "

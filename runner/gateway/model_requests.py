@@ -76,7 +76,7 @@ def prepare_body(kind: Protocol, body: bytes) -> tuple[bytes, Any]:
 # -- transcript shapes ---------------------------------------------------------------------
 
 
-def shrink(value: Any, max_str: int = 4000, max_items: int = 50, depth: int = 8) -> Any:
+def shrink(value: object, max_str: int = 4000, max_items: int = 50, depth: int = 8) -> object:
     """A copy of a JSON value with long strings cut, long lists shortened, deep nesting cut."""
     if isinstance(value, str):
         if len(value) <= max_str:
@@ -87,7 +87,7 @@ def shrink(value: Any, max_str: int = 4000, max_items: int = 50, depth: int = 8)
     if depth <= 0:
         return "[...]"
     if isinstance(value, dict):
-        out = {}
+        out: dict[str, object] = {}
         for i, (k, v) in enumerate(value.items()):
             if i == max_items:
                 out["..."] = f"{len(value) - max_items} more keys"
@@ -109,13 +109,14 @@ def _tool_name(tool: Any) -> str | None:
     if not isinstance(tool, dict):
         return None
     function = tool.get("function")
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return function["name"]
+    name = function.get("name") if isinstance(function, dict) else None
+    if isinstance(name, str):
+        return name
     name = tool.get("name") or tool.get("type")
     return name if isinstance(name, str) else None
 
 
-def summarize_request(kind: Protocol, parsed: Any, max_str: int = 4000) -> dict | None:
+def summarize_request(kind: Protocol, parsed: Any, max_str: int = 4000) -> dict[str, object] | None:
     """What the transcript keeps of a model call's request (None if it was not a JSON object).
 
     ``{model, stream, ..., "n_messages": N, "messages": [the last few messages or input
@@ -123,7 +124,7 @@ def summarize_request(kind: Protocol, parsed: Any, max_str: int = 4000) -> dict 
     """
     if not isinstance(parsed, dict):
         return None
-    out: dict[str, Any] = {k: shrink(parsed[k], 500) for k in KEPT_REQUEST_KEYS if k in parsed}
+    out: dict[str, object] = {k: shrink(parsed[k], 500) for k in KEPT_REQUEST_KEYS if k in parsed}
     items = parsed.get("input" if kind == "openai-responses" else "messages")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from runner.gateway.model_requests import Protocol
 
@@ -19,21 +19,36 @@ MAX_TOOL_CALLS = 64
 MAX_ERROR_CHARS = 2000
 
 
+class ShownCall(TypedDict):
+    """A tool call as the transcript shows it: its name and its arguments as text, cut."""
+
+    name: str | None
+    arguments: str
+
+
+class ShownReply(TypedDict, total=False):
+    """What the transcript keeps of a reply (see :meth:`Reply.transcript`)."""
+
+    text: str
+    tool_calls: list[ShownCall]
+    error: str
+
+
 @dataclass
 class Reply:
     """What was understood of a reply. ``usage`` is (input, output) tokens or None."""
 
     usage: tuple[int, int] | None = None
     text: str = ""
-    tool_calls: list[dict] = field(default_factory=list)
+    tool_calls: list[ShownCall] = field(default_factory=list)
     error: tuple[str | None, str] | None = None  # (code, message) from the body
     parsed: bool = False  # the body (or at least one event) was understood
 
-    def transcript(self) -> dict:
+    def transcript(self) -> ShownReply:
         if self.error is not None and not self.text and not self.tool_calls:
             code, message = self.error
             return {"error": f"({code}) {message}" if code else message}
-        out: dict[str, Any] = {"text": self.text, "tool_calls": self.tool_calls}
+        out: ShownReply = {"text": self.text, "tool_calls": self.tool_calls}
         if self.error is not None:
             out["error"] = self.error[1]
         return out
@@ -114,14 +129,14 @@ def text_of(content: Any) -> str:
     return ""
 
 
-def _arguments(value: Any) -> str:
+def _arguments(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value)
     if len(text) > MAX_ARGUMENT_CHARS:
         return text[:MAX_ARGUMENT_CHARS] + f" [... {len(text) - MAX_ARGUMENT_CHARS} cut]"
     return text
 
 
-def tool_call(name: Any, arguments: Any) -> dict:
+def tool_call(name: object, arguments: object) -> ShownCall:
     """A tool call as the transcript shows it (arguments as text, cut)."""
     return {
         "name": str(name)[:200] if name is not None else None,
@@ -134,12 +149,13 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} cut]"
 
 
-def responses_output(response: dict) -> Reply | None:
+def responses_output(response: dict[str, Any]) -> Reply | None:
     """Text and tool calls of a complete Responses ``output``; None if it has none."""
     output = response.get("output")
     if not isinstance(output, list) or not output:
         return None
-    text, calls = [], []
+    text: list[str] = []
+    calls: list[ShownCall] = []
     for item in output:
         if not isinstance(item, dict):
             continue
@@ -156,7 +172,8 @@ def anthropic_content(content: Any) -> Reply:
     """Text and tool calls of an Anthropic message's ``content`` blocks."""
     if not isinstance(content, list):
         return Reply(text=cut(text_of(content), MAX_TEXT_CHARS))
-    text, calls = [], []
+    text: list[str] = []
+    calls: list[ShownCall] = []
     for block in content:
         if not isinstance(block, dict):
             continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from runner.gateway.model_requests import Protocol
 from runner.gateway.replies import (
@@ -21,6 +21,14 @@ from runner.gateway.replies import (
 )
 
 MAX_PARSE_BYTES = 16 * 1024**2  # a JSON reply or one SSE event larger than this is not parsed
+
+
+class _StreamedCall(TypedDict):
+    """A tool call as its stream events arrive: the name, the argument pieces, their size."""
+
+    name: str | None
+    arguments: list[str]
+    size: int
 
 
 class ReplyParser:
@@ -45,7 +53,7 @@ class ReplyParser:
         self._data_size = 0
         self._text: list[str] = []
         self._text_size = 0
-        self._calls: dict[Any, dict] = {}  # stream index → {"name", "arguments": [parts]}
+        self._calls: dict[object, _StreamedCall] = {}  # by the stream's index of the call
         self._anthropic_usage: dict[str, Any] = {}
 
     # -- feeding ---------------------------------------------------------------------------
@@ -145,11 +153,11 @@ class ReplyParser:
             call["arguments"].append(arguments)
             call["size"] += len(arguments)
 
-    def _set_error(self, event: dict) -> None:
+    def _set_error(self, event: dict[str, Any]) -> None:
         if self.reply.error is None:
             self.reply.error = error_of(event)
 
-    def _chat_chunk(self, event: dict) -> None:
+    def _chat_chunk(self, event: dict[str, Any]) -> None:
         self._set_error(event)
         found = usage_of("openai-chat", event.get("usage"))
         if found is not None:
@@ -165,7 +173,7 @@ class ReplyParser:
                     call.get("index", 0), function.get("name"), function.get("arguments")
                 )
 
-    def _responses_event(self, event: dict) -> None:
+    def _responses_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "response.output_text.delta":
             self._add_text(event.get("delta"))
@@ -192,7 +200,7 @@ class ReplyParser:
         elif kind == "error":
             self._set_error(event)
 
-    def _anthropic_event(self, event: dict) -> None:
+    def _anthropic_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
             usage = (event.get("message") or {}).get("usage")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,14 @@ QUOTA_HINTS = (  # quota failures of providers that send no FATAL_CODES code
     "insufficient balance",
     "insufficient credits",
 )
+
+
+class Prices(typing.Protocol):
+    """What turns tokens into dollars: the agent spec's ``TokenPrices`` (not imported here)."""
+
+    def cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None: ...
+
+
 _MASKED_KEY = re.compile(r"[A-Za-z0-9_\-]{0,16}\*{4,}[A-Za-z0-9_\-]{0,8}")
 
 
@@ -54,11 +63,10 @@ class GatewayStats:
     other_requests: int = 0
     rejected: int = 0
 
-    def record_fields(self, prices: Any = None) -> dict:
+    def record_fields(self, prices: Prices | None = None) -> dict[str, object]:
         """The run record's usage fields; unknown tokens (and so cost) are None, never 0.
 
-        ``prices``: the agent spec's ``TokenPrices`` (anything with ``cost(tokens_in,
-        tokens_out)``), or None for an unknown cost.
+        ``prices``: the agent spec's ``TokenPrices``, or None for an unknown cost.
         """
         known = not self.usage_missing and self.requests > 0
         tokens_in = self.tokens_in if known else None

@@ -7,12 +7,13 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from runner.gateway.client_connection import ClientRequest
 from runner.gateway.model_requests import Protocol, shrink, summarize_request
-from runner.gateway.replies import Reply
+from runner.gateway.replies import Reply, ShownReply
 from runner.gateway.stats import redact_masked
 
 log = logging.getLogger(__name__)
@@ -32,13 +33,13 @@ class Transcript:
         self.full = False
         self.started = time.monotonic()
         self._lock = threading.Lock()
-        self._fh = None
+        self._fh: TextIO | None = None
 
     def open(self) -> None:
         self.started = time.monotonic()
         self._fh = self.path.open("a", encoding="utf-8")
 
-    def write(self, event: str, **data: Any) -> None:
+    def write(self, event: str, **data: object) -> None:
         entry = {"event": event, "t": round(time.monotonic() - self.started, 3), **data}
         line = json.dumps(entry, default=str) + "\n"
         if self.secret:
@@ -76,7 +77,7 @@ class Transcript:
         *,
         status: int,
         seconds: float,
-        summary: dict | None,
+        summary: Mapping[str, object] | None,
         event_stream: bool,
         reply: Reply | None,
         interrupted: str | None,
@@ -88,7 +89,7 @@ class Transcript:
         error = reply.error if reply is not None else None
         path = request.path[:500]
         if kind is None:
-            extra = {}
+            extra: dict[str, str] = {}
             if error is not None:
                 extra["error"] = redact_masked(error[1])[:500]
             self.write(
@@ -101,10 +102,10 @@ class Transcript:
             )
             return
         usage = reply.usage if reply is not None else None
-        shown = reply.transcript() if reply is not None else {"error": "no reply"}
+        shown: ShownReply = reply.transcript() if reply is not None else {"error": "no reply"}
         if "error" in shown:
             shown["error"] = redact_masked(shown["error"])
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "protocol": kind,
             "method": request.method,
             "path": path,
@@ -120,18 +121,18 @@ class Transcript:
         self.write("model_call", **entry)
 
 
-def capped(value: dict, limit: int = MAX_TRANSCRIPT_BODY) -> dict:
+def capped(value: Mapping[str, object], limit: int = MAX_TRANSCRIPT_BODY) -> Mapping[str, object]:
     """``value`` if it serializes within ``limit``; else with its strings cut harder."""
     if len(json.dumps(value, default=str)) <= limit:
         return value
     for max_str in (2000, 300):
-        cut = shrink(value, max_str, 64, 8)
-        if len(json.dumps(cut, default=str)) <= limit:
+        cut = shrink(value, max_str, 64, 8)  # a dict: shrink keeps an object 8 levels deep
+        if isinstance(cut, dict) and len(json.dumps(cut, default=str)) <= limit:
             return cut
     return {"cut": f"larger than {limit} bytes"}
 
 
-def capped_request(kind: Protocol, parsed: Any) -> dict | None:
+def capped_request(kind: Protocol, parsed: Any) -> dict[str, object] | None:
     """The transcript's summary of a parsed request body, cut to fit one line."""
     if parsed is None:
         return None

@@ -14,7 +14,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 FATAL_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "invalid_api_key"})
@@ -55,6 +57,12 @@ class HttpError:
     retry_after: float | None
 
 
+class RetryHook(Protocol):
+    """Told of each retry: the failed call's status (0: no response), the wait, the error."""
+
+    def __call__(self, *, status: int, wait: float, error: str) -> None: ...
+
+
 class ChatClient:
     def __init__(
         self,
@@ -63,28 +71,32 @@ class ChatClient:
         *,
         request_timeout: float,
         max_retries: int,
-        on_retry=None,
+        on_retry: RetryHook | None = None,
     ):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self.request_timeout = request_timeout
         self.max_retries = max_retries
         self.stats = CallStats()
-        self._on_retry = on_retry or (lambda **_: None)
+        self._on_retry: RetryHook = on_retry or (lambda **_: None)
         host = urllib.parse.urlsplit(self.url).hostname or ""
         # A local server (vLLM, Ollama, a test stand-in) is never reached through a proxy.
-        proxies = {} if host in ("127.0.0.1", "localhost", "::1") else None
+        proxies: dict[str, str] | None = {} if host in ("127.0.0.1", "localhost", "::1") else None
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
 
-    def complete(self, body: dict, deadline: float) -> dict:
-        """POST one chat-completions request; retry transient failures while the budget allows."""
+    def complete(self, body: Mapping[str, object], deadline: float) -> dict[str, Any]:
+        """POST one chat-completions request; retry transient failures while the budget allows.
+
+        The reply is the provider's JSON object, with ``choices``; its shape is checked by
+        whoever reads it (:func:`runner.llm.conversation.message_of`).
+        """
         started = time.monotonic()
         try:
             return self._complete(body, deadline)
         finally:
             self.stats.seconds += time.monotonic() - started
 
-    def _complete(self, body: dict, deadline: float) -> dict:
+    def _complete(self, body: Mapping[str, object], deadline: float) -> dict[str, Any]:
         payload = json.dumps(body).encode("utf-8")
         failures = 0
         while True:
@@ -109,7 +121,7 @@ class ChatClient:
             self._on_retry(status=outcome.status, wait=wait, error=outcome.message)
             time.sleep(wait)
 
-    def _post(self, payload: bytes, timeout: float) -> dict | HttpError:
+    def _post(self, payload: bytes, timeout: float) -> dict[str, Any] | HttpError:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -180,4 +192,5 @@ def _describe(error: HttpError) -> str:
 
 
 def _backoff(failures: int) -> float:
-    return min(MAX_BACKOFF, 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
+    doubling: int = 2 ** (failures - 1)  # failures >= 1
+    return min(MAX_BACKOFF, doubling) * random.uniform(0.8, 1.2)

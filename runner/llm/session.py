@@ -23,9 +23,11 @@ import traceback
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from runner.llm.client import ChatClient, ContextTooLong, OutOfTime, ProviderFailure
 from runner.llm.conversation import (
+    ChatMessage,
     assistant_message,
     conversation_chars,
     fit_context,
@@ -35,6 +37,8 @@ from runner.llm.conversation import (
 from runner.llm.tool_calls import host_request, result_text
 from runner.llm.tools import (
     TOOLS,
+    HostReply,
+    HostRequest,
     MalformedCall,
     ProtocolViolation,
     ToolCall,
@@ -137,7 +141,7 @@ class LlmSession:
         self._transcript.close()
         return self.outcome
 
-    def record_fields(self) -> dict:
+    def record_fields(self) -> dict[str, object]:
         usage = self.outcome.usage
         known = not usage.usage_missing and self.client.stats.requests > 0
         tokens_in = usage.tokens_in if known else None
@@ -216,7 +220,7 @@ class LlmSession:
                 conn.shutdown(socket.SHUT_RDWR)
 
     def _converse(self) -> str:
-        messages: list[dict] = [
+        messages: list[ChatMessage] = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": self.instructions},
         ]
@@ -248,10 +252,10 @@ class LlmSession:
                 return "the model called finish"
         return f"step limit of {self.llm.max_steps} model replies reached"
 
-    def _ask(self, messages: list[dict]) -> dict:
+    def _ask(self, messages: list[ChatMessage]) -> dict[str, Any]:
         for _ in range(4):  # each ContextTooLong halves the context we keep
             fit_context(messages, self.context_chars)
-            body = {
+            body: dict[str, object] = {
                 "model": self.agent.model.model_id,
                 "messages": messages,
                 "tools": TOOLS,
@@ -282,7 +286,7 @@ class LlmSession:
             return reply
         raise ProviderFailure("the conversation does not fit the model's context even when cut")
 
-    def _count_usage(self, reply: dict) -> None:
+    def _count_usage(self, reply: dict[str, Any]) -> None:
         usage = reply.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -292,7 +296,7 @@ class LlmSession:
         else:
             self.outcome.usage.usage_missing = True
 
-    def _tool_result(self, raw: dict) -> tuple[str, bool]:
+    def _tool_result(self, raw: object) -> tuple[str, bool]:
         """Execute one tool call; the text for the model, and whether it was ``finish``."""
         try:
             call = parse_call(raw)
@@ -324,7 +328,7 @@ class LlmSession:
         request, timeout = host_request(call, self.llm, available)
         return result_text(call, self._host(request, timeout), self.llm)
 
-    def _host(self, request: dict, timeout: float) -> dict:
+    def _host(self, request: HostRequest, timeout: float) -> HostReply:
         """One request to the sandboxed tool host and its checked reply."""
         channel = self._channel
         if channel is None or self._stop.is_set():
@@ -346,7 +350,7 @@ class LlmSession:
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
 
-    def _log(self, event: str, **data) -> None:
+    def _log(self, event: str, **data: object) -> None:
         entry = {"t": round(time.monotonic() - self.started, 3), "event": event, **data}
         try:
             self._transcript.write(json.dumps(entry, default=str) + "\n")

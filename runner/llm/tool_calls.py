@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from runner.llm.tools import ToolCall
+from runner.llm.tools import HostReply, HostRequest, ToolCall
 from runner.specs import LlmSpec
 
 
-def host_request(call: ToolCall, llm: LlmSpec, available: float) -> tuple[dict, float]:
+def host_request(call: ToolCall, llm: LlmSpec, available: float) -> tuple[HostRequest, float]:
     """The tool host request for ``call`` (not ``finish``) and how long to wait for it.
 
     ``available``: seconds a command may still run (positive for ``run``).
@@ -14,19 +14,26 @@ def host_request(call: ToolCall, llm: LlmSpec, available: float) -> tuple[dict, 
     args = call.arguments
     if call.name == "run":
         timeout = min(float(args.get("timeout_seconds") or available), available)
-        request = {
+        request: HostRequest = {
             "op": "run",
-            "command": args["command"],
+            "command": _text(call, "command"),
             "timeout": timeout,
             "max_chars": llm.tool_output_chars,
         }
         return request, timeout + 10
     if call.name == "write_file":
-        return {"op": "write", "path": args["path"], "content": args["content"]}, 30
-    return {"op": "read", "path": args["path"], "max_bytes": llm.read_file_bytes}, 30
+        return {"op": "write", "path": _text(call, "path"), "content": _text(call, "content")}, 30
+    return {"op": "read", "path": _text(call, "path"), "max_bytes": llm.read_file_bytes}, 30
 
 
-def result_text(call: ToolCall, reply: dict, llm: LlmSpec) -> str:
+def _text(call: ToolCall, key: str) -> str:
+    """A string argument of ``call``: parse_call checked it against the tool's schema."""
+    value = call.arguments[key]
+    assert isinstance(value, str), f"{call.name}: {key} is not a string"
+    return value
+
+
+def result_text(call: ToolCall, reply: HostReply, llm: LlmSpec) -> str:
     """The tool host's (checked) ``reply`` to ``call`` as the model reads it."""
     args = call.arguments
     if "error" in reply:
@@ -38,5 +45,7 @@ def result_text(call: ToolCall, reply: dict, llm: LlmSpec) -> str:
         return f"[{status}; {reply['seconds']} s]\n{reply['output']}"
     if call.name == "write_file":
         return f"Wrote {reply['bytes']} bytes to {args['path']}."
+    content = reply["content"]
+    assert isinstance(content, str), "parse_reply checked it against the read reply's schema"
     cut = f"\n[... cut at {llm.read_file_bytes} bytes ...]" if reply["truncated"] else ""
-    return reply["content"] + cut
+    return content + cut

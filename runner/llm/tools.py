@@ -14,9 +14,37 @@ import select
 import socket
 import time
 from dataclasses import dataclass
+from typing import Literal, Required, TypeAlias, TypedDict
 
 
-def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+class ArgumentSchema(TypedDict, total=False):
+    type: Required[Literal["string", "number"]]
+    description: str
+
+
+class ParametersSchema(TypedDict):
+    type: Literal["object"]
+    properties: dict[str, ArgumentSchema]
+    required: list[str]
+    additionalProperties: bool
+
+
+class FunctionSchema(TypedDict):
+    name: str
+    description: str
+    parameters: ParametersSchema
+
+
+class ToolSchema(TypedDict):
+    """A tool as chat completions' ``tools`` list offers it to the model."""
+
+    type: Literal["function"]
+    function: FunctionSchema
+
+
+def _tool(
+    name: str, description: str, properties: dict[str, ArgumentSchema], required: list[str]
+) -> ToolSchema:
     return {
         "type": "function",
         "function": {
@@ -32,7 +60,7 @@ def _tool(name: str, description: str, properties: dict, required: list[str]) ->
     }
 
 
-TOOLS = [
+TOOLS: list[ToolSchema] = [
     _tool(
         "run",
         "Run a shell command in the workspace and return its exit code and (truncated) output.",
@@ -69,27 +97,27 @@ TOOLS = [
 ]
 
 _SPECS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-_TYPES = {"string": str, "number": (int, float)}
+_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float)}
 
 
 @dataclass(frozen=True)
 class ToolCall:
     id: str
     name: str
-    arguments: dict
+    arguments: dict[str, str | float]  # checked: each is of the type its tool's schema says
 
 
 class MalformedCall(Exception):
     """What was wrong with a tool call, phrased for the model."""
 
 
-def parse_call(raw: dict) -> ToolCall:
+def parse_call(raw: object) -> ToolCall:
     """Check one entry of ``message.tool_calls``; MalformedCall says what the model got wrong."""
     function = raw.get("function") if isinstance(raw, dict) else None
-    if not isinstance(function, dict):
+    if not isinstance(raw, dict) or not isinstance(function, dict):
         raise MalformedCall("a tool call needs a 'function' with 'name' and 'arguments'")
     name = function.get("name")
-    if name not in _SPECS:
+    if not isinstance(name, str) or name not in _SPECS:  # a list or object is no tool's name
         raise MalformedCall(f"there is no tool {name!r}; the tools are: {', '.join(_SPECS)}")
     arguments = function.get("arguments") or "{}"
     if isinstance(arguments, str):
@@ -134,6 +162,31 @@ def parse_call(raw: dict) -> ToolCall:
 # * everything else (the other fields, the marker, an error message naming a path of at most
 #   PATH_MAX = 4,096 bytes, i.e. 24 KiB escaped) fits in FRAME_SLACK.
 # With the defaults (8,000 output characters, 50,000 bytes per read) the cap is 332,768 bytes.
+
+
+class RunRequest(TypedDict):
+    op: Literal["run"]
+    command: str
+    timeout: float
+    max_chars: int
+
+
+class WriteRequest(TypedDict):
+    op: Literal["write"]
+    path: str
+    content: str
+
+
+class ReadRequest(TypedDict):
+    op: Literal["read"]
+    path: str
+    max_bytes: int
+
+
+#: What the harness asks of the tool host (the channel adds the ``id``).
+HostRequest: TypeAlias = RunRequest | WriteRequest | ReadRequest
+#: A reply as :func:`parse_reply` returns it: every field checked against the op's schema.
+HostReply: TypeAlias = dict[str, str | int | float | bool | None]
 
 JSON_ESCAPE_GROWTH = 6
 FRAME_SLACK = 32 * 1024
@@ -191,7 +244,7 @@ def _type_ok(value: object, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def parse_reply(frame: bytes, op: str, request_id: int) -> dict:
+def parse_reply(frame: bytes, op: str, request_id: int) -> HostReply:
     """The tool host's reply to request ``request_id`` (an ``op``), checked; else a violation."""
     what = f"its reply to {op} request {request_id}"
     try:
@@ -250,7 +303,7 @@ class ToolHostChannel:
         self._buf = bytearray()
         self._last_id = 0
 
-    def request(self, request: dict, timeout: float) -> dict:
+    def request(self, request: HostRequest, timeout: float) -> HostReply:
         if self.broken is not None:
             raise ProtocolViolation(self.broken)
         try:
@@ -259,7 +312,7 @@ class ToolHostChannel:
             self.broken = str(exc)
             raise
 
-    def _exchange(self, request: dict, timeout: float) -> dict:
+    def _exchange(self, request: HostRequest, timeout: float) -> HostReply:
         deadline = time.monotonic() + timeout
         self._check_quiet()
         self._last_id += 1

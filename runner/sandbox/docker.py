@@ -39,6 +39,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from runner.errors import HarnessError
 from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
@@ -377,14 +378,16 @@ class DockerSandbox(Sandbox):
         except HarnessError:
             signal_members(procs, signal.SIGKILL, below_main=False)
 
-    def _state(self, name: str) -> dict:
+    def _state(self, name: str) -> dict[str, Any]:
+        """The container's ``.State`` as ``docker inspect`` prints it ({} if it cannot)."""
         got = docker_cli(self.docker, "inspect", "--format", "{{json .State}}", name)
         if got.returncode != 0:
             return {}
         try:
-            return json.loads(got.stdout)
+            state = json.loads(got.stdout)
         except ValueError:
             return {}
+        return state if isinstance(state, dict) else {}
 
     def _account(self, name: str, result: Ended) -> None:
         mounts = cgroup_mounts()

@@ -25,7 +25,7 @@ CLI_TIMEOUT = 60.0  # seconds for docker create/inspect/rm; kill gets less
 
 def docker_cli(
     docker: str, *args: str, timeout: float = CLI_TIMEOUT
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """``docker ARGS`` (output captured as text); HarnessError if the engine does not answer."""
     try:
         return subprocess.run(

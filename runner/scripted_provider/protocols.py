@@ -144,8 +144,8 @@ def read_messages(protocol: str | None, body: Any) -> list[Message]:
         messages = []
         if body.get("system"):
             messages.append(Message("system", content_text(body["system"])))
-        for m in _mappings(body.get("messages")):
-            messages.extend(_anthropic_message(m))
+        for message in _mappings(body.get("messages")):
+            messages.extend(_anthropic_message(message))
         return messages
     return []
 
@@ -302,7 +302,7 @@ def error_body(
     error_type: str | None = None,
     code: str | None = None,
     param: str | None = None,
-) -> dict:
+) -> dict[str, object]:
     """An error document in the shape of ``flavor`` (Anthropic's, or OpenAI's for both OpenAI APIs)."""
     kind = error_type or default_error_type(flavor, status)
     if flavor == ANTHROPIC_MESSAGES:

@@ -60,7 +60,7 @@ def resolve_reply(step: Step, protocol: str, request_no: int, model: str) -> Rep
     )
 
 
-def render_json(protocol: str, reply: Reply, body: Mapping[str, Any]) -> dict:
+def render_json(protocol: str, reply: Reply, body: Mapping[str, Any]) -> dict[str, object]:
     """The non-streaming answer to ``body`` carrying ``reply``."""
     if protocol == OPENAI_CHAT:
         return _chat_completion(reply)
@@ -74,15 +74,21 @@ def render_events(protocol: str, reply: Reply, body: Mapping[str, Any]) -> list[
     if protocol == OPENAI_CHAT:
         return [*(_sse(c) for c in _chat_chunks(reply, body)), b"data: [DONE]\n\n"]
     if protocol == OPENAI_RESPONSES:
-        return [_sse(e, e["type"]) for e in _responses_events(reply, body)]
+        return [_typed_sse(e) for e in _responses_events(reply, body)]
     events = _anthropic_events(reply)
     events.insert(1, {"type": "ping"})  # Anthropic pings right after message_start
-    return [_sse(e, e["type"]) for e in events]
+    return [_typed_sse(e) for e in events]
 
 
-def _sse(data: Mapping[str, Any], event: str | None = None) -> bytes:
+def _sse(data: Mapping[str, object], event: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _typed_sse(data: Mapping[str, object]) -> bytes:
+    """An event named on its ``event:`` line by its ``type`` (Responses API, Anthropic)."""
+    kind = data["type"]
+    return _sse(data, kind if isinstance(kind, str) else None)
 
 
 def pieces(text: str) -> list[str]:
@@ -94,7 +100,7 @@ def pieces(text: str) -> list[str]:
 # chat completions
 
 
-def _chat_usage(reply: Reply) -> dict:
+def _chat_usage(reply: Reply) -> dict[str, int]:
     return {
         "prompt_tokens": reply.input_tokens,
         "completion_tokens": reply.output_tokens,
@@ -102,8 +108,8 @@ def _chat_usage(reply: Reply) -> dict:
     }
 
 
-def _chat_completion(reply: Reply) -> dict:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+def _chat_completion(reply: Reply) -> dict[str, object]:
+    message: dict[str, object] = {"role": "assistant", "content": reply.content, "refusal": None}
     if reply.calls:
         message["tool_calls"] = [
             {
@@ -130,7 +136,7 @@ def _chat_completion(reply: Reply) -> dict:
     }
 
 
-def _chat_chunks(reply: Reply, body: Mapping[str, Any]) -> list[dict]:
+def _chat_chunks(reply: Reply, body: Mapping[str, Any]) -> list[dict[str, object]]:
     options = body.get("stream_options")
     include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
     base = {
@@ -141,7 +147,7 @@ def _chat_chunks(reply: Reply, body: Mapping[str, Any]) -> list[dict]:
         "system_fingerprint": None,
     }
 
-    def chunk(delta: dict, finish_reason: str | None = None) -> dict:
+    def chunk(delta: dict[str, object], finish_reason: str | None = None) -> dict[str, object]:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return {**base, "choices": [choice]} | ({"usage": None} if include_usage else {})
 
@@ -167,7 +173,7 @@ def _chat_chunks(reply: Reply, body: Mapping[str, Any]) -> list[dict]:
 # responses API
 
 
-def _responses_usage(reply: Reply) -> dict:
+def _responses_usage(reply: Reply) -> dict[str, object]:
     return {
         "input_tokens": reply.input_tokens,
         "input_tokens_details": {"cached_tokens": 0},
@@ -177,7 +183,7 @@ def _responses_usage(reply: Reply) -> dict:
     }
 
 
-def _message_item(reply: Reply, status: str, text: str) -> dict:
+def _message_item(reply: Reply, status: str, text: str) -> dict[str, object]:
     content = [] if status == "in_progress" else [_output_text(text)]
     return {
         "id": f"msg_stub{reply.request_no:04d}",
@@ -188,11 +194,11 @@ def _message_item(reply: Reply, status: str, text: str) -> dict:
     }
 
 
-def _output_text(text: str) -> dict:
+def _output_text(text: str) -> dict[str, object]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _function_item(reply: Reply, index: int, status: str, arguments: str) -> dict:
+def _function_item(reply: Reply, index: int, status: str, arguments: str) -> dict[str, object]:
     c = reply.calls[index]
     return {
         "id": f"fc_stub{reply.request_no:04d}_{index}",
@@ -204,7 +210,7 @@ def _function_item(reply: Reply, index: int, status: str, arguments: str) -> dic
     }
 
 
-def _responses_output(reply: Reply) -> list[dict]:
+def _responses_output(reply: Reply) -> list[dict[str, object]]:
     output = [_message_item(reply, "completed", reply.content)] if reply.content else []
     return output + [
         _function_item(reply, i, "completed", c.arguments) for i, c in enumerate(reply.calls)
@@ -212,8 +218,8 @@ def _responses_output(reply: Reply) -> list[dict]:
 
 
 def _response_object(
-    reply: Reply, body: Mapping[str, Any], status: str, output: list[dict]
-) -> dict:
+    reply: Reply, body: Mapping[str, Any], status: str, output: list[dict[str, object]]
+) -> dict[str, object]:
     finished = status in ("completed", "incomplete")
     if finished and reply.finish_reason == "length":
         status = "incomplete"
@@ -246,10 +252,10 @@ def _response_object(
     }
 
 
-def _responses_events(reply: Reply, body: Mapping[str, Any]) -> list[dict]:
-    events: list[dict] = []
+def _responses_events(reply: Reply, body: Mapping[str, Any]) -> list[dict[str, object]]:
+    events: list[dict[str, object]] = []
 
-    def emit(kind: str, **fields: Any) -> None:
+    def emit(kind: str, **fields: object) -> None:
         events.append({"type": kind, "sequence_number": len(events), **fields})
 
     emit("response.created", response=_response_object(reply, body, "in_progress", []))
@@ -306,7 +312,7 @@ _STOP_REASONS = {
 }
 
 
-def _anthropic_input(arguments: str) -> dict:
+def _anthropic_input(arguments: str) -> dict[str, object]:
     """A tool_use ``input`` object; malformed scripted arguments become ``{}`` (they stream as-is)."""
     try:
         value = json.loads(arguments)
@@ -315,8 +321,10 @@ def _anthropic_input(arguments: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _anthropic_content(reply: Reply) -> list[dict]:
-    content = [{"type": "text", "text": reply.content}] if reply.content else []
+def _anthropic_content(reply: Reply) -> list[dict[str, object]]:
+    content: list[dict[str, object]] = (
+        [{"type": "text", "text": reply.content}] if reply.content else []
+    )
     return content + [
         {
             "type": "tool_use",
@@ -328,7 +336,9 @@ def _anthropic_content(reply: Reply) -> list[dict]:
     ]
 
 
-def _anthropic_message_object(reply: Reply, content: list[dict], *, started: bool = False) -> dict:
+def _anthropic_message_object(
+    reply: Reply, content: list[dict[str, object]], *, started: bool = False
+) -> dict[str, object]:
     stop_reason = _STOP_REASONS.get(reply.finish_reason, reply.finish_reason)
     usage = {
         "input_tokens": reply.input_tokens,
@@ -349,15 +359,21 @@ def _anthropic_message_object(reply: Reply, content: list[dict], *, started: boo
     }
 
 
-def _anthropic_events(reply: Reply) -> list[dict]:
-    events: list[dict] = [
+def _anthropic_events(reply: Reply) -> list[dict[str, object]]:
+    events: list[dict[str, object]] = [
         {"type": "message_start", "message": _anthropic_message_object(reply, [], started=True)}
     ]
-    blocks: list[tuple[dict, dict, list[str]]] = []  # (start block, delta template, pieces)
+    # (start block, delta template, pieces)
+    blocks: list[tuple[dict[str, object], dict[str, object], list[str]]] = []
     if reply.content:
         blocks.append(({"type": "text", "text": ""}, {"type": "text_delta"}, pieces(reply.content)))
     for c in reply.calls:
-        start = {"type": "tool_use", "id": c.call_id, "name": c.name, "input": {}}
+        start: dict[str, object] = {
+            "type": "tool_use",
+            "id": c.call_id,
+            "name": c.name,
+            "input": {},
+        }
         blocks.append((start, {"type": "input_json_delta"}, pieces(c.arguments)))
     for index, (start, delta, parts) in enumerate(blocks):
         events.append({"type": "content_block_start", "index": index, "content_block": start})

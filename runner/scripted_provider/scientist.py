@@ -207,7 +207,7 @@ def _argument_value(name: str, spec: Mapping[str, Any], required: bool) -> Any:
         return spec["default"]
     if isinstance(spec.get("enum"), list) and spec["enum"]:
         return spec["enum"][0]
-    for kind, value in (
+    for kind, empty in (
         ("boolean", False),
         ("integer", 0),
         ("number", 0),
@@ -215,7 +215,7 @@ def _argument_value(name: str, spec: Mapping[str, Any], required: bool) -> Any:
         ("object", {}),
     ):
         if kind in kinds:
-            return value
+            return empty
     return ""
 
 
@@ -313,7 +313,7 @@ def codex_poll(request: ReceivedRequest) -> Step | None:
     last = next((m for m in reversed(messages) if m.role == "tool"), None)
     found = _CODEX_RUNNING.search(last.text) if last is not None else None
     poller = next((t for t in request.tools if t.name == "write_stdin"), None)
-    if found is None or poller is None or _SCORE.search(last.text):
+    if last is None or found is None or poller is None or _SCORE.search(last.text):
         return None
     arguments = {"session_id": int(found.group(1)), "chars": "", "yield_time_ms": _CODEX_POLL_MS}
     return reply(tool_calls=[call(poller.name, arguments)], usage=_usage(request, str(arguments)))

@@ -280,8 +280,8 @@ class ScriptedProvider:
         record.step = index
         label = f"request {request_no} (step {'then' if index is None else index})"
         step = self._resolve(entry, record, label)
-        for problem in unmet_expectations(step.get("expect") or {}, record.messages, record.tools):
-            self._mismatches.append(f"{label}: {problem}")
+        for unmet in unmet_expectations(step.get("expect") or {}, record.messages, record.tools):
+            self._mismatches.append(f"{label}: {unmet}")
 
         protocol = record.protocol or OPENAI_CHAT
         kind = step["kind"]
@@ -358,7 +358,7 @@ def _error(
     return Answer(problem.status, payload)
 
 
-def _model_info(model: str) -> dict:
+def _model_info(model: str) -> dict[str, object]:
     """One model, in a shape both OpenAI's and Anthropic's clients accept."""
     return {
         "id": model,
@@ -372,7 +372,7 @@ def _model_info(model: str) -> dict:
     }
 
 
-def _model_list(model: str) -> dict:
+def _model_list(model: str) -> dict[str, object]:
     return {
         "object": "list",
         "data": [_model_info(model)],

@@ -11,13 +11,27 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 from .protocols import Message, ReceivedRequest, Tool, status_phrase
 
 Step: TypeAlias = dict[str, Any]
 StepFunction: TypeAlias = Callable[[ReceivedRequest], Step]
 ScriptEntry: TypeAlias = Step | StepFunction
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # JSON text, or any text (to script bad JSON)
+
+
+class ScriptedCall(TypedDict):
+    """A tool call of a reply step, in chat completions' shape whatever protocol renders it."""
+
+    id: str | None  # None: the server assigns one per response
+    type: Literal["function"]
+    function: FunctionCall
+
 
 STEP_KINDS = ("reply", "error", "hang", "repeat")
 
@@ -36,7 +50,9 @@ EXPECT_KEYS = {
 # --- constructors -----------------------------------------------------------------------------
 
 
-def call(name: str, arguments: Mapping[str, Any] | str, *, call_id: str | None = None) -> dict:
+def call(
+    name: str, arguments: Mapping[str, Any] | str, *, call_id: str | None = None
+) -> ScriptedCall:
     """A tool call; a str ``arguments`` is sent as-is (to script bad JSON).
 
     Without ``call_id`` the server assigns one per response (``call_<request>_<index>``,

@@ -28,7 +28,7 @@ class Answer:
     """What the provider sends back for one request."""
 
     status: int
-    payload: Any = None  # a JSON document, or
+    payload: object = None  # a JSON document, or
     events: list[bytes] | None = None  # server-sent events, streamed
     headers: dict[str, str] = field(default_factory=dict)
     wait: float = 0.0  # seconds to stay silent first, cut short by shutdown
@@ -47,7 +47,8 @@ class RequestHandling(Protocol):
 def read_body(handler: RequestHandler) -> bytes:
     """The request body, framed by Content-Length or chunked, at most MAX_REQUEST_BYTES."""
     if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
-        parts, size = [], 0
+        parts: list[bytes] = []
+        size = 0
         while True:
             line = handler.rfile.readline(1024)
             length = int(line.split(b";", 1)[0].strip() or b"x", 16)

@@ -22,11 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import IO, Any
 
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
-def run_command(command: str, timeout: float, max_chars: int) -> dict:
+def run_command(command: str, timeout: float, max_chars: int) -> dict[str, object]:
     """Run ``command`` with /bin/sh in its own process group; kill the group at the timeout."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as out:
@@ -60,7 +61,7 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _head_and_tail(fh, size: int, max_chars: int) -> str:
+def _head_and_tail(fh: IO[bytes], size: int, max_chars: int) -> str:
     """All of the output if it is short, else its start and end with how much was cut."""
     if size <= max_chars:
         fh.seek(0)
@@ -73,7 +74,7 @@ def _head_and_tail(fh, size: int, max_chars: int) -> str:
     return f"{head}\n[... {size - 2 * half} bytes of output cut ...]\n{tail}"
 
 
-def write_file(path: str, content: str) -> dict:
+def write_file(path: str, content: str) -> dict[str, object]:
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
@@ -82,7 +83,7 @@ def write_file(path: str, content: str) -> dict:
     return {"bytes": len(content.encode("utf-8"))}
 
 
-def read_file(path: str, max_bytes: int) -> dict:
+def read_file(path: str, max_bytes: int) -> dict[str, object]:
     with open(path, "rb") as fh:
         data = fh.read(max_bytes + 1)
     truncated = len(data) > max_bytes
@@ -95,7 +96,8 @@ def read_file(path: str, max_bytes: int) -> dict:
 MAX_ERROR_CHARS = 1000  # within the harness's allowance for the reply's other fields
 
 
-def handle(request: dict) -> dict:
+def handle(request: dict[str, Any]) -> dict[str, object]:
+    """Carry out one request (a JSON object from the harness; a bad field is an error reply)."""
     op = request.get("op")
     try:
         if op == "run":
@@ -111,7 +113,7 @@ def handle(request: dict) -> dict:
     return {"error": f"unknown operation {op!r}"[:MAX_ERROR_CHARS]}
 
 
-def echo(request: dict, response: dict) -> None:
+def echo(request: dict[str, Any], response: dict[str, object]) -> None:
     """Mirror commands and their output into this process's stdout, the attempt's log."""
     if request.get("op") != "run":
         return
@@ -120,7 +122,7 @@ def echo(request: dict, response: dict) -> None:
     print(f"[exit {response.get('exit_code')}]", flush=True)
 
 
-def reply_line(request: dict, response: dict) -> bytes:
+def reply_line(request: dict[str, Any], response: dict[str, object]) -> bytes:
     """One reply frame: the response, carrying its request's id, as a JSON line."""
     return json.dumps({"id": request.get("id"), **response}).encode() + b"\n"
 
@@ -131,7 +133,8 @@ def not_dumpable() -> bool:
     The commands it starts are dumpable again (execve resets it): only the host is shielded."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        status: int = libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # ctypes: an untyped C call
+        return status == 0
     except (OSError, AttributeError):
         return False
 
