@@ -138,7 +138,7 @@ class ChatClient:
             )
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return HttpError(
                 status=0, message="the response was not JSON", code=None, retry_after=None
             )

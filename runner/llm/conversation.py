@@ -91,7 +91,7 @@ def _arguments(value: object) -> object:
         return None
     try:
         return json.loads(value or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

@@ -123,7 +123,7 @@ def parse_call(raw: object) -> ToolCall:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nested past the parser's depth: not JSON
             raise MalformedCall(
                 f"the arguments of {name} are not valid JSON ({exc}); send a JSON object"
             ) from exc

@@ -56,3 +56,20 @@ def test_write_file_arguments_sent_as_an_object_are_elided():
     written = json.loads(messages[2]["tool_calls"][0]["function"]["arguments"])
     assert written == {"path": "train.py", "content": ELIDED}
     assert conversation_chars(messages) < len(arguments["content"])
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than json's parser recurses
+
+
+def test_arguments_nested_past_the_parsers_depth_are_a_malformed_call():
+    raw = {"id": "c1", "function": {"name": "run", "arguments": DEEP}}
+    with pytest.raises(MalformedCall, match="not valid JSON"):
+        parse_call(raw)
+
+
+def test_write_file_arguments_nested_past_the_parsers_depth_are_left_as_sent():
+    call = {"id": "c1", "function": {"name": "write_file", "arguments": DEEP}}
+    messages = _conversation(call)
+    fit_context(messages, 0)
+    assert messages[2]["tool_calls"][0]["function"]["arguments"] == DEEP
+    assert messages[3]["content"] == ELIDED
