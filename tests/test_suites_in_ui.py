@@ -6,10 +6,11 @@ Then, as a person in the UI would:
 
 1. waits for the ``sync_suite_partitions`` sensor to give the suite its partitions, and
    backfills them all (prepared task + the constant baseline's one setting);
-2. adds an agent file (a copy of the constant baseline) and its line in the suite file, plus an
-   invalid agent file; waits for the next tick: the new setting is a partition, and the tick
-   failed naming the invalid file and its field, while the code location stays loaded;
-3. backfills exactly the new partition: the new agent's record appears, the old one is untouched.
+2. adds an invalid agent file, then an agent file (a copy of the constant baseline) and its line
+   in the suite file; waits for the tick that adds the new setting's partition: it failed,
+   naming the invalid file and its field, and the code location stays loaded;
+3. backfills exactly the new partition: the new agent's record appears, the old one is untouched,
+   and the run's events hold an observation per attempt with its progress and run folder.
 
 The process group of `dagster dev` is always terminated.
 """
@@ -135,6 +136,13 @@ query ($id: ID!) {
   }
 }
 """
+
+
+def message(tick: dict) -> str:
+    """A tick's skip reason or error, with every cause (the sensor's own exception is one)."""
+    error = tick.get("error") or {}
+    causes = [c["message"] for c in error.get("causes") or []]
+    return "\n".join([tick.get("skipReason") or "", error.get("message") or "", *causes])
 
 
 def entries(event: dict) -> dict[str, Any]:
@@ -315,23 +323,25 @@ def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> N
     before = records(runs)
     assert len(before) == 1 and next(iter(before)).startswith("baseline-constant__")
 
-    # 2. a new agent and its line in the suite, and an agent file with a mistake in it
+    # 2. an agent file with a mistake in it, then a new agent and its line in the suite
     seen = {tick["id"] for tick in ui.ticks()}
-    add_agent(agents, "baseline-copy")
     broken = add_agent(agents, "broken-agent", limits={"cpus": 0})
+    add_agent(agents, "baseline-copy")
     write_suite(suites, ["baseline-constant", "baseline-copy"])
+    added = "mini: +1 agent_budgets (baseline-copy@30s)"
 
-    def next_tick() -> dict | None:
+    def adding_tick() -> dict | None:
+        """The tick that added the new agent's partition (later ticks find nothing to do)."""
         fresh = [t for t in ui.ticks() if t["id"] not in seen and t["status"] != "STARTED"]
-        return fresh[0] if fresh else None
+        return next((t for t in fresh if added in message(t)), None)
 
-    tick = ui.wait("a sensor tick after the edit", next_tick, TICK_TIMEOUT)
+    tick = ui.wait("the sensor tick that adds the new setting", adding_tick, TICK_TIMEOUT)
     new_key = f"baseline-copy@30s|{BANK}"
     assert ui.partition_keys("agent_runs") == [old_key, new_key]
+    # the valid suite was updated, and the tick failed naming the broken file and its field
     assert tick["status"] == "FAILURE", tick
-    error = tick["error"]["message"] + "".join(c["message"] for c in tick["error"]["causes"])
+    error = message(tick)
     assert str(broken) in error and "limits.cpus: Input should be greater than 0" in error
-    assert "mini: +1 agent_budgets (baseline-copy@30s)" in error
     assert ui.location_loaded()  # the broken file fails a tick, never the code location
 
     # 3. backfill exactly the new setting
