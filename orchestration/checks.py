@@ -3,20 +3,25 @@
 import dagster as dg
 
 from orchestration.resources import BenchConfig
+from orchestration.suites import SuiteFile
 from runner.audit import coverage_gaps, manifest_drift, private_references
 from runner.prepare import prepared_task
-from runner.records import load_records
-from runner.settings import suite_settings
+from runner.records import RunRecord, load_records
+from runner.settings import SuiteLayout, suite_settings
 
 
 def build_checks(
-    prepared_tasks: dg.AssetsDefinition, agent_runs: dg.AssetsDefinition
+    suite_file: SuiteFile, prepared_tasks: dg.AssetsDefinition, agent_runs: dg.AssetsDefinition
 ) -> list[dg.AssetChecksDefinition]:
+    """The checks of one suite's assets (the suite's file is read when a check runs)."""
+    suite_id = suite_file.stem
+
     @dg.asset_check(asset=agent_runs, description="every setting of the suite has N successes")
     def suite_coverage_complete(bench: BenchConfig) -> dg.AssetCheckResult:
-        suite, paths, layout = bench.suite(), bench.paths(), bench.layout()
+        suite, paths = bench.suite(suite_id), bench.paths()
+        layout = bench.layout(suite)
         settings = suite_settings(suite, paths)
-        gaps = coverage_gaps(settings, _suite_records(bench), suite.attempts)
+        gaps = coverage_gaps(settings, _suite_records(layout), suite.attempts)
         return dg.AssetCheckResult(
             passed=not gaps,
             severity=dg.AssetCheckSeverity.WARN,
@@ -32,8 +37,9 @@ def build_checks(
         asset=agent_runs, description="no record's paths point into a private directory"
     )
     def no_private_paths_in_records(bench: BenchConfig) -> dg.AssetCheckResult:
-        records = _suite_records(bench)
-        problems = private_references(records, bench.layout().runs_dir)
+        layout = bench.layout(bench.suite(suite_id))
+        records = _suite_records(layout)
+        problems = private_references(records, layout.runs_dir)
         return dg.AssetCheckResult(
             passed=not problems, metadata={"records": len(records), "problems": problems[:20]}
         )
@@ -43,8 +49,8 @@ def build_checks(
         description="no task's public manifest changed under the runs recorded on it",
     )
     def manifests_unchanged_under_runs(bench: BenchConfig) -> dg.AssetCheckResult:
-        layout = bench.layout()
-        records = _suite_records(bench)
+        layout = bench.layout(bench.suite(suite_id))
+        records = _suite_records(layout)
         drift = manifest_drift(records, lambda task_id: prepared_task(layout.data_dir, task_id))
         return dg.AssetCheckResult(
             passed=not drift, metadata={"records": len(records), "drift": drift[:20]}
@@ -53,6 +59,6 @@ def build_checks(
     return [suite_coverage_complete, no_private_paths_in_records, manifests_unchanged_under_runs]
 
 
-def _suite_records(bench: BenchConfig):
-    runs_dir = bench.layout().runs_dir
+def _suite_records(layout: SuiteLayout) -> list[RunRecord]:
+    runs_dir = layout.runs_dir
     return load_records(runs_dir) if runs_dir.is_dir() else []

@@ -1,40 +1,55 @@
-"""The Dagster definitions of tmlbench (loaded by `dg check defs`, `dagster dev`, `make run`)."""
+"""The Dagster definitions of tmlbench (loaded by `dg check defs`, `dagster dev`, `make run`).
+
+One asset group per suite file (``suite_<stem>``: its prepared tasks and agent runs, their checks,
+a job and a nightly schedule); one warehouse, its dbt models and snapshot, shared by all. The
+suite folder is listed here by file name only: what a suite contains is read by the sensor that
+keeps its partitions in step, and by its assets when they run, so a broken file never stops
+this module from loading.
+"""
+
+from collections.abc import Sequence
 
 import dagster as dg
 
 from orchestration.assets.benchmark import build_benchmark_assets
 from orchestration.assets.dbt import build_dbt_assets, mart_keys
-from orchestration.assets.warehouse import build_snapshot_asset, raw_warehouse
+from orchestration.assets.warehouse import RAW_RUNS, build_snapshot_asset, raw_warehouse
 from orchestration.checks import build_checks
 from orchestration.resources import default_resources
 from orchestration.schedules import build_automation, build_automation_sensor
-from runner.config import REPO_ROOT
-from runner.registry import load_suite
-from runner.specs import SuiteSpec
-
-# Partitions are fixed when definitions load, so the UI shows the default suite's settings;
-# `python -m orchestration.materialize --suite <id>` builds definitions for any other suite.
-DEFAULT_SUITE = "demo"
+from orchestration.sensors import build_suite_sensor
+from orchestration.suites import SuiteFile, suite_files
+from runner.config import Paths
 
 
-def build_defs(suite: SuiteSpec, resources: dict | None = None) -> dg.Definitions:
-    prepared_tasks, agent_runs = build_benchmark_assets(suite)
+def build_defs(suites: Sequence[SuiteFile], resources: dict | None = None) -> dg.Definitions:
+    assets: list[dg.AssetsDefinition] = []
+    checks: list[dg.AssetChecksDefinition] = []
+    jobs, schedules = [], []
+    for suite in suites:
+        prepared_tasks, agent_runs = build_benchmark_assets(suite)
+        job, schedule = build_automation(suite, agent_runs)
+        assets += [prepared_tasks, agent_runs]
+        checks += build_checks(suite, prepared_tasks, agent_runs)
+        jobs.append(job)
+        schedules.append(schedule)
     models = build_dbt_assets()
-    job, schedule = build_automation(suite, agent_runs)
+    every_suites_runs = [suite.agent_runs_key for suite in suites]
+    raw = raw_warehouse.map_asset_specs(
+        lambda spec: (
+            spec.replace_attributes(deps=every_suites_runs) if spec.key == RAW_RUNS else spec
+        )
+    )
     return dg.Definitions(
-        assets=[
-            prepared_tasks,
-            agent_runs,
-            raw_warehouse,
-            models,
-            build_snapshot_asset(mart_keys(models)),
-        ],
-        asset_checks=build_checks(prepared_tasks, agent_runs),
-        jobs=[job],
-        schedules=[schedule],
-        sensors=[build_automation_sensor()],
-        resources=resources or default_resources(suite.id),
+        assets=[*assets, raw, models, build_snapshot_asset(mart_keys(models))],
+        asset_checks=checks,
+        jobs=jobs,
+        schedules=schedules,
+        sensors=[build_suite_sensor(suites), build_automation_sensor()],
+        resources=resources or default_resources(),
     )
 
 
-defs = build_defs(load_suite(REPO_ROOT / "suites", DEFAULT_SUITE))
+# The suites the UI offers: the files of $TMLBENCH_SUITES_DIR (else suites/) when the code
+# location loads; a suite file added later appears on a reload of the code location.
+defs = build_defs(suite_files(Paths.from_env().suites_dir)[0])

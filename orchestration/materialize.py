@@ -24,10 +24,13 @@ from pathlib import Path
 import dagster as dg
 from rich.console import Console
 
-from orchestration.partitions import setting_keys
+from orchestration.partitions import SuiteKeys
 from orchestration.progress import Counts, Phase, SuiteProgress
 from orchestration.resources import BenchConfig, DuckDBWarehouse, default_resources
 from orchestration.schedules import partition_range_tags
+from orchestration.sensors import problems_message, sync_suite
+from orchestration.suites import SuiteFile, scan_specs
+from runner.errors import SpecError
 
 # The log file gets every event (DEBUG); a person reads the bars and the summary.
 RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "DEBUG"}}, "progress": {}}}
@@ -40,33 +43,35 @@ class Step:
     job_name: str
     title: str
     selection: dg.AssetSelection
-    partition_keys: list[str] | None  # a partition range covered by one run, or unpartitioned
+    partition_range: list[str] | None  # first and last key of the range one run covers
+    partitions: int | None  # how many partitions the range holds; None: unpartitioned
     counts: Counts
     unit: str
 
     def total(self, graph: dg.AssetGraph | None = None) -> int:
-        if self.partition_keys is not None:
-            return len(self.partition_keys)
+        if self.partitions is not None:
+            return self.partitions
         assert graph is not None, "an unpartitioned step counts its assets and checks"
         return len(self.selection.resolve(graph)) + len(self.selection.resolve_checks(graph))
 
 
-def suite_steps(bench: BenchConfig) -> list[Step]:
-    suite = bench.suite()
-    benchmark = ("prepared_tasks", "agent_runs")
+def suite_steps(suite: SuiteFile, keys: SuiteKeys) -> list[Step]:
+    """The three runs over ``keys``, the suite's partitions in the order the instance holds them."""
+    benchmark = (suite.prepared_tasks_key, suite.agent_runs_key)
+    settings = suite.partitions.settings_range(keys)
     return [
         Step(
-            "suite_prepare_tasks", "prepare tasks", dg.AssetSelection.assets("prepared_tasks"),
-            list(suite.tasks), "tasks", "tasks",
+            "suite_prepare_tasks", "prepare tasks", dg.AssetSelection.assets(benchmark[0]),
+            [keys.tasks[0], keys.tasks[-1]], len(keys.tasks), "tasks", "tasks",
         ),
         Step(
-            "suite_agent_runs", "agent runs", dg.AssetSelection.assets("agent_runs"),
-            setting_keys(suite), "attempts", "settings",
+            "suite_agent_runs", "agent runs", dg.AssetSelection.assets(benchmark[1]),
+            list(settings or ()), len(keys.tasks) * len(keys.agent_budgets), "attempts", "settings",
         ),
         Step(
             "suite_warehouse", "warehouse, dbt, snapshot",
             dg.AssetSelection.all() - dg.AssetSelection.assets(*benchmark),
-            None, "assets", "assets and checks",
+            None, None, "assets", "assets and checks",
         ),
     ]  # fmt: skip
 
@@ -77,18 +82,29 @@ def materialize_suite(
     instance: dg.DagsterInstance | None = None,
     progress: SuiteProgress | None = None,
 ) -> list[dg.ExecuteInProcessResult]:
-    """Run the three steps in order, stopping at the first that fails; ``progress`` sees them."""
-    # Imported here: loading the definitions module builds the default suite's graph, and
+    """Run the three steps in order, stopping at the first that fails; ``progress`` sees them.
+
+    The suite's partitions are first brought in step with its file, in ``instance`` (a
+    throwaway one if None), as the sensor would.
+    """
+    # Imported here: loading the definitions module lists the default suites folder, and
     # Dagster's warnings about it belong in the log file, under main's redirection.
     from orchestration.definitions import build_defs
 
-    resources = resources or default_resources(suite_id)
+    resources = resources or default_resources()
     bench: BenchConfig = resources["bench"]
-    defs = build_defs(bench.suite(), resources)
+    suite = SuiteFile(suite_id)
+    scan = scan_specs(bench.paths(), [suite_id])
+    if suite_id not in scan.keys:
+        bench.suite(suite_id)  # an unknown or broken suite file: its own SpecError says why
+        raise SpecError(problems_message(scan))
+    instance = instance or dg.DagsterInstance.ephemeral()
+    keys = sync_suite(instance, suite, scan.keys[suite_id])
+    defs = build_defs([suite], resources)
     graph = defs.resolve_asset_graph()
     progress = progress or SuiteProgress(Console(quiet=True))
     results = []
-    for step in suite_steps(bench):
+    for step in suite_steps(suite, keys):
         progress.begin(Phase(step.title, step.total(graph), step.counts, step.unit))
         result = _execute(defs, step, progress, instance)
         progress.end(result.success, _first_failure(result))
@@ -105,7 +121,7 @@ def _execute(
     instance: dg.DagsterInstance | None,
 ) -> dg.ExecuteInProcessResult:
     """One run of ``step`` (what ``dg.materialize`` does, with a named job and our loggers)."""
-    keys = step.partition_keys
+    keys = step.partition_range
     job_defs = dg.Definitions(
         assets=defs.assets,
         asset_checks=defs.asset_checks,
@@ -171,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="demo")
     args = parser.parse_args(argv)
-    resources = default_resources(args.suite)
+    resources = default_resources()
     log_file = log_path(resources["bench"])
     # Runs are recorded where `make ui` looks when DAGSTER_HOME is set; else in a throwaway instance.
     instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None

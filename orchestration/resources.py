@@ -1,4 +1,4 @@
-"""Dagster resources: where the suite lives, which sandbox runs agents, the DuckDB file, dbt.
+"""Dagster resources: where the specs and runs live, which sandbox runs agents, the DuckDB file, dbt.
 
 Every location left unset falls back, at run time, to what the rest of tmlbench uses: the
 ``TMLBENCH_*`` environment variables, else the repository's defaults. Nothing is read at import.
@@ -25,9 +25,8 @@ from warehouse.snapshot import snapshot_path
 
 
 class BenchConfig(dg.ConfigurableResource):
-    """Which suite to run and where its specs, prepared data and run records live."""
+    """Where the specs, prepared data and run records live (which suite: the asset's group)."""
 
-    suite_id: str = Field(default="demo", description="suites/<suite_id>.yaml")
     tasks_dir: str | None = None
     agents_dir: str | None = None
     suites_dir: str | None = None
@@ -46,11 +45,12 @@ class BenchConfig(dg.ConfigurableResource):
         }
         return replace(base, **overrides)
 
-    def suite(self) -> SuiteSpec:
-        return load_suite(self.paths().suites_dir, self.suite_id)
+    def suite(self, suite_id: str) -> SuiteSpec:
+        """``<suites_dir>/<suite_id>.yaml``, read now (a broken file is a SpecError naming it)."""
+        return load_suite(self.paths().suites_dir, suite_id)
 
-    def layout(self) -> SuiteLayout:
-        return SuiteLayout.of(self.suite(), self.paths())
+    def layout(self, suite: SuiteSpec) -> SuiteLayout:
+        return SuiteLayout.of(suite, self.paths())
 
 
 class SandboxBackend(dg.ConfigurableResource):
@@ -106,9 +106,9 @@ def dbt_resource() -> DbtCliResource:
     return DbtCliResource(project_dir=dbt_project, dbt_executable=str(dbt_executable()))
 
 
-def default_resources(suite_id: str) -> dict[str, dg.ConfigurableResource]:
+def default_resources() -> dict[str, dg.ConfigurableResource]:
     return {
-        "bench": BenchConfig(suite_id=suite_id),
+        "bench": BenchConfig(),
         "sandbox": SandboxBackend(),
         "warehouse": DuckDBWarehouse(),
         "dbt": dbt_resource(),

@@ -1,4 +1,4 @@
-"""Automation: the nightly re-run of the suite; loading and marts follow by declarative automation.
+"""Automation: the nightly re-run of a suite; loading and marts follow by declarative automation.
 
 The raw load, every dbt model and the snapshot carry ``AutomationCondition.eager()``: once new
 agent runs are materialized, Dagster's automation sensor loads them and rebuilds what depends
@@ -7,30 +7,38 @@ on them. The nightly job only tops up settings that are short of successes (runs
 
 import dagster as dg
 
-from orchestration.partitions import setting_keys
-from runner.specs import SuiteSpec
+from orchestration.suites import SuiteFile
 
 
-def build_automation(suite: SuiteSpec, agent_runs: dg.AssetsDefinition):
-    job = dg.define_asset_job("suite_runs", selection=[agent_runs])
-    keys = setting_keys(suite)
+def build_automation(suite_file: SuiteFile, agent_runs: dg.AssetsDefinition):
+    """A suite's job over all its settings and its nightly schedule (stopped: a person turns on
+    the suites worth a nightly run, an LLM suite costs money)."""
+    job = dg.define_asset_job(f"{suite_file.ident}_agent_runs", selection=[agent_runs])
+    partitions = suite_file.partitions
 
     @dg.schedule(
-        name="nightly_suite_runs",
+        name=f"nightly_{suite_file.ident}",
         job=job,
         cron_schedule="0 2 * * *",
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        description="Every night at 02:00, one run over all settings (resumes what is missing).",
+        description=f"Every night at 02:00, one run over all settings of suites/{suite_file.stem}"
+        ".yaml (resumes what is missing).",
     )
-    def nightly_suite_runs(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    def nightly(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        keys = partitions.settings_range(partitions.current(context.instance))
+        if keys is None:
+            return dg.SkipReason(
+                f"suite {suite_file.stem} has no partitions yet: the sensor sync_suite_partitions "
+                "adds them from its file"
+            )
         return dg.RunRequest(
             run_key=context.scheduled_execution_time.isoformat()
             if context.scheduled_execution_time
             else None,
-            tags=partition_range_tags(keys[0], keys[-1]),
+            tags=partition_range_tags(*keys),
         )
 
-    return job, nightly_suite_runs
+    return job, nightly
 
 
 def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:

@@ -1,36 +1,53 @@
-"""Prepared task data (per task) and agent runs (per setting): ``runner.bench.Bench`` does the work,
-these assets say in Dagster's terms what it did (metadata a person reads in the UI)."""
+"""Prepared task data (per task) and agent runs (per setting) of one suite: ``runner.bench.Bench``
+does the work, these assets say in Dagster's terms what it did (metadata a person reads in the UI).
+
+Every suite file gets its own pair, in its own group (``orchestration.suites.SuiteFile``); which
+suite an asset runs is its group's, read from the suite's file when it runs.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
-from orchestration.partitions import setting_partitions, setting_to_task, task_partitions
+from orchestration.partitions import setting_of, settings_partition_key
 from orchestration.progress import progress_extra
 from orchestration.resources import BenchConfig, SandboxBackend
+from orchestration.suites import SuiteFile
 from runner.audit import describe_prepared
 from runner.bench import Bench, BenchRun
 from runner.errors import TmlbenchError
+from runner.records import RunRecord
 from runner.scheduling import AttemptDone
 from runner.settings import SettingOutcome
 from runner.specs import SuiteSpec
 
-GROUP = "benchmark"
+# Attempts pin CPUs from one pool per process (runner.scheduling.CpuPool): two processes running
+# attempts at once would pin the same CPUs. A backfill of a partition grid is split into several
+# runs, so agent runs take a slot of this pool (limit 1 in the instance's dagster.yaml).
+ATTEMPTS_POOL = "attempts"
 
 
-def build_benchmark_assets(suite: SuiteSpec) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition]:
-    """The two partitioned assets of ``suite`` (partitions are fixed when definitions load)."""
+def build_benchmark_assets(
+    suite_file: SuiteFile,
+) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition]:
+    """The two partitioned assets of one suite file (its partitions are dynamic: see partitions.py)."""
+    suite_id = suite_file.stem
+    partitions = suite_file.partitions
 
     @dg.asset(
-        name="prepared_tasks",
-        group_name=GROUP,
-        partitions_def=task_partitions(suite),
+        key=suite_file.prepared_tasks_key,
+        group_name=suite_file.group,
+        partitions_def=partitions.tasks,
         backfill_policy=dg.BackfillPolicy.single_run(),
         kinds={"python"},
-        description="Public/private split of each task at the suite's scale (data/<suite>/tasks/<task>).",
+        description=f"Public/private split of each task of suites/{suite_id}.yaml at the suite's "
+        "scale (<data>/<data_subdir>/tasks/<task>).",
     )
     def prepared_tasks(
         context: dg.AssetExecutionContext, bench: BenchConfig
     ) -> dg.MaterializeResult:
-        prepared = Bench(bench.suite(), bench.paths()).prepare(context.partition_keys)
+        prepared = _bench(bench, suite_id).prepare(context.partition_keys)
         rows = []
         for task_id, task_data in prepared.items():
             facts = describe_prepared(task_data)
@@ -39,41 +56,53 @@ def build_benchmark_assets(suite: SuiteSpec) -> tuple[dg.AssetsDefinition, dg.As
         return dg.MaterializeResult(metadata=_prepared_metadata(rows))
 
     @dg.asset(
-        name="agent_runs",
-        group_name=GROUP,
-        partitions_def=setting_partitions(suite),
-        deps=[dg.AssetDep(prepared_tasks, partition_mapping=setting_to_task(suite))],
+        key=suite_file.agent_runs_key,
+        group_name=suite_file.group,
+        partitions_def=partitions.settings,
+        deps=[dg.AssetDep(prepared_tasks, partition_mapping=partitions.setting_to_task())],
         backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=ATTEMPTS_POOL,
         kinds={"python"},
-        description="Attempts of each setting (agent|task|budget) until it has the suite's number "
-        "of successes or its attempt ceiling; one record per attempt under runs/<suite>/.",
+        description=f"Attempts of each setting of suites/{suite_id}.yaml (task × agent@budget) "
+        "until it has the suite's number of successes or its attempt ceiling; one record per "
+        "attempt under <runs>/<runs_subdir>/. Each finished attempt is an observation of its "
+        "partition (progress, last status, run folder).",
     )
     def agent_runs(
         context: dg.AssetExecutionContext, bench: BenchConfig, sandbox: SandboxBackend
     ) -> dg.MaterializeResult:
-        runner = Bench(
-            bench.suite(),
-            bench.paths(),
-            sandbox.sandbox(),
-            concurrency=bench.concurrency,
-            allow_unsafe=sandbox.allow_unsafe,
-        )
+        runner = _bench(bench, suite_id, sandbox)
+        tally = SettingTally(runner.suite, runner.layout.runs_dir)
 
         def on_progress(done: AttemptDone) -> None:
-            if done.new:
-                record = done.record
-                context.log.info(
-                    f"{record.run_id}: {record.status} score={record.score} "
-                    f"({done.settings_done}/{done.settings_total} settings done)",
-                    extra=progress_extra(
-                        status=record.status,
-                        settings_done=done.settings_done,
-                        settings_total=done.settings_total,
+            tally.add(done.record)
+            if not done.new:  # recorded by an earlier run: counted, not announced
+                return
+            record = done.record
+            context.log.info(
+                f"{record.run_id}: {record.status} score={record.score} "
+                f"({done.settings_done}/{done.settings_total} settings done)",
+                extra=progress_extra(
+                    status=record.status,
+                    settings_done=done.settings_done,
+                    settings_total=done.settings_total,
+                ),
+            )
+            context.log_event(
+                dg.AssetObservation(
+                    asset_key=context.asset_key,
+                    partition=str(
+                        settings_partition_key(
+                            record.agent_id, record.task_id, record.budget_seconds
+                        )
                     ),
+                    metadata=tally.metadata(record, done),
                 )
+            )
 
+        keys = [setting_of(key) for key in context.partition_keys]
         try:
-            run = runner.run(context.partition_keys, on_progress=on_progress)
+            run = runner.run(keys, on_progress=on_progress)
         except TmlbenchError as exc:  # e.g. unknown settings, tampered data: nothing ran
             raise dg.Failure(str(exc)) from exc
         metadata = _runs_metadata(run)
@@ -86,6 +115,63 @@ def build_benchmark_assets(suite: SuiteSpec) -> tuple[dg.AssetsDefinition, dg.As
         return dg.MaterializeResult(metadata=metadata)
 
     return prepared_tasks, agent_runs
+
+
+def _bench(bench: BenchConfig, suite_id: str, sandbox: SandboxBackend | None = None) -> Bench:
+    """The suite as its file says now; a broken suite, agent or task file fails here, named."""
+    try:
+        suite = bench.suite(suite_id)
+        if sandbox is None:
+            return Bench(suite, bench.paths())
+        return Bench(
+            suite,
+            bench.paths(),
+            sandbox.sandbox(),
+            concurrency=bench.concurrency,
+            allow_unsafe=sandbox.allow_unsafe,
+        )
+    except TmlbenchError as exc:
+        raise dg.Failure(str(exc)) from exc
+
+
+@dataclass
+class _Counts:
+    attempts: int = 0
+    successes: int = 0
+
+
+class SettingTally:
+    """Each setting's attempts so far (earlier runs' included), as metadata for its partition."""
+
+    def __init__(self, suite: SuiteSpec, runs_dir: Path):
+        self.wanted = suite.attempts
+        self.ceiling = suite.attempt_ceiling
+        self.runs_dir = runs_dir
+        self.counts: dict[tuple[str, str, int], _Counts] = {}
+
+    def add(self, record: RunRecord) -> None:
+        counts = self.counts.setdefault(
+            (record.agent_id, record.task_id, record.budget_seconds), _Counts()
+        )
+        counts.attempts += 1
+        counts.successes += record.status == "success"
+
+    def metadata(self, record: RunRecord, done: AttemptDone) -> dict:
+        counts = self.counts[(record.agent_id, record.task_id, record.budget_seconds)]
+        metadata: dict = {
+            "progress": f"{counts.successes}/{self.wanted} successes after {counts.attempts} "
+            f"attempt(s) (at most {self.ceiling})",
+            "attempts": counts.attempts,
+            "attempts_max": self.ceiling,
+            "successes": counts.successes,
+            "successes_wanted": self.wanted,
+            "last_status": record.status,
+            "last_run": dg.MetadataValue.path(str(self.runs_dir / record.run_id)),
+            "settings_done": f"{done.settings_done}/{done.settings_total}",
+        }
+        if record.score is not None:
+            metadata["last_score"] = record.score
+        return metadata
 
 
 def _prepared_metadata(rows: list[dict]) -> dict:
@@ -114,6 +200,7 @@ def _runs_metadata(run: BenchRun) -> dict:
         "successes": sum(o.successes for o in outcomes),
         "incomplete_settings": [o.setting.key for o in run.incomplete],
         "statuses": run.status_counts(),
+        "runs_dir": dg.MetadataValue.path(str(run.runs_dir)),
     }
     if len(outcomes) == 1:
         (outcome,) = outcomes
@@ -121,9 +208,20 @@ def _runs_metadata(run: BenchRun) -> dict:
             scores=[r.score for r in outcome.records if r.score is not None],
             attempts_table=dg.MetadataValue.md(_attempts_table(outcome)),
         )
+        if outcome.records:
+            last = outcome.records[-1].run_id
+            metadata["last_run"] = dg.MetadataValue.path(str(run.runs_dir / last))
     else:
         rows = [
-            {"setting": o.setting.key, "attempts": len(o.records), "successes": o.successes}
+            {
+                "agent": o.setting.agent.id,
+                "task": o.setting.task.id,
+                "budget s": o.setting.budget_seconds,
+                "attempts": len(o.records),
+                "successes": o.successes,
+                "last status": o.records[-1].status if o.records else "",
+                "last run folder": f"`{run.runs_dir / o.records[-1].run_id}`" if o.records else "",
+            }
             for o in outcomes
         ]
         metadata["settings_table"] = dg.MetadataValue.md(_table(rows))

@@ -26,8 +26,8 @@ STATUS_CHECK = "one_status_per_attempt"
     specs=[
         dg.AssetSpec(
             RAW_RUNS,
-            deps=["agent_runs"],
-            description="One row per attempt, loaded idempotently from the suite's run records.",
+            # deps: every suite's agent runs (definitions.py adds them; one warehouse for all)
+            description="One row per attempt, loaded idempotently from every suite's run records.",
             automation_condition=dg.AutomationCondition.eager(),
             kinds={"duckdb"},
         ),
@@ -47,7 +47,7 @@ STATUS_CHECK = "one_status_per_attempt"
 def raw_warehouse(
     context: dg.AssetExecutionContext, bench: BenchConfig, warehouse: DuckDBWarehouse
 ) -> Iterable[dg.MaterializeResult | dg.AssetCheckResult]:
-    runs_dir = bench.layout().runs_dir
+    runs_dir = bench.paths().runs_dir  # every suite's runs_subdir is under it
     with warehouse.connection() as con:
         specs = load_specs(con, bench.paths())
         if runs_dir.is_dir():

@@ -24,7 +24,6 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.registry import load_suite
-from runner.settings import setting_key
 from tests.support.servers import free_port, stop
 
 pytestmark = pytest.mark.slow
@@ -33,6 +32,7 @@ MODULE = "orchestration.definitions"
 STARTUP_TIMEOUT = 90.0
 BIN = Path(sys.executable).parent
 MANIFEST = REPO_ROOT / "dbt_project" / "target" / "manifest.json"
+SUITE = "demo"  # one asset group per suite file; this one's partitions are checked
 
 ASSET_NODES = """
 query AssetNodes {
@@ -106,6 +106,7 @@ def webserver(tmp_path: Path) -> Iterator[str]:
     (home / "dagster.yaml").write_text(
         "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
     )
+    sync_default_suite(home)  # what the sensor does once the daemon runs (this test has none)
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
@@ -153,6 +154,17 @@ def webserver(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+def sync_default_suite(home: Path) -> None:
+    import dagster as dg
+
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs
+    from runner.config import Paths
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        sync_suite(instance, SuiteFile(SUITE), scan_specs(Paths.from_env()).keys[SUITE])
+
+
 def loaded_location(base: str) -> dict:
     """Wait until the code location has loaded (or failed, with its error)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -180,8 +192,10 @@ def test_ui_serves_the_benchmark_assets(webserver: str) -> None:
     # The data flow of ARCHITECTURE.md: prepared tasks -> agent runs -> raw load -> dbt
     # models -> published snapshot.
     expected = {
-        "prepared_tasks",
-        "agent_runs",
+        f"{SUITE}/prepared_tasks",
+        f"{SUITE}/agent_runs",
+        "tml-v1/agent_runs",
+        "tml-v1-llm/agent_runs",
         "raw/runs",
         "raw/tasks",
         "raw/agents",
@@ -199,23 +213,23 @@ def test_ui_serves_the_benchmark_assets(webserver: str) -> None:
     }
     assert expected <= set(nodes), sorted(expected - set(nodes))
 
-    # One agent_runs partition per setting (agent × task × budget) of the default suite.
-    from orchestration.definitions import DEFAULT_SUITE
+    # One agent_runs partition per setting (agent × task × budget) of the suite.
+    from orchestration.partitions import settings_partition_key
 
-    suite = load_suite(REPO_ROOT / "suites", DEFAULT_SUITE)
+    suite = load_suite(REPO_ROOT / "suites", SUITE)
     settings = {
-        setting_key(agent, task, budget)
+        str(settings_partition_key(agent, task, budget))
         for agent in suite.agents
         for task in suite.tasks
         for budget in suite.budgets
     }
-    runs = nodes["agent_runs"]
-    assert runs["isPartitioned"]
+    runs = nodes[f"{SUITE}/agent_runs"]
+    assert runs["isPartitioned"] and runs["groupName"] == f"suite_{SUITE}"
     assert len(runs["partitionKeys"]) == len(suite.agents) * len(suite.tasks) * len(suite.budgets)
     assert set(runs["partitionKeys"]) == settings
-    assert set(nodes["prepared_tasks"]["partitionKeys"]) == set(suite.tasks)
+    assert set(nodes[f"{SUITE}/prepared_tasks"]["partitionKeys"]) == set(suite.tasks)
 
     # Every warehouse writer shares the single-writer pool; attempts do not.
     for key in ("raw/runs", "marts/leaderboard", "marts_snapshot"):
         assert nodes[key]["pools"] == ["duckdb"], (key, nodes[key]["pools"])
-    assert nodes["agent_runs"]["pools"] == []
+    assert nodes[f"{SUITE}/agent_runs"]["pools"] == ["attempts"]  # one process pins CPUs

@@ -74,11 +74,12 @@ def test_duckdb_pool_limited_to_one(folder: Path) -> None:
     assert "duckdb 1" in (folder / "dagster.yaml").read_text()
 
 
-def test_definitions_use_only_the_duckdb_pool() -> None:
-    """``default_limit: 1`` is the duckdb pool's limit only while it is the only pool.
+def test_definitions_use_only_the_duckdb_and_attempts_pools() -> None:
+    """``default_limit: 1`` is the limit of every pool: each pool here must want exactly that.
 
-    Every asset that writes the warehouse (raw load, dbt models, snapshot) is in it; the
-    attempts are not (they never open the warehouse and must run in parallel).
+    Every asset that writes the warehouse (raw load, dbt models, snapshot) is in ``duckdb``;
+    agent runs are in ``attempts`` (one step at a time pins a host's CPUs; its attempts run in
+    parallel inside it).
     """
     from orchestration.definitions import defs
 
@@ -86,11 +87,12 @@ def test_definitions_use_only_the_duckdb_pool() -> None:
     pools = {
         key.to_user_string(): set(graph.get(key).pools or ()) for key in graph.get_all_asset_keys()
     }
-    assert set().union(*pools.values()) == {"duckdb"}, "a new pool needs its own limit here"
+    assert set().union(*pools.values()) == {"duckdb", "attempts"}, "a new pool needs a limit here"
     for key in ("raw/runs", "raw/tasks", "raw/agents", "marts/leaderboard", "marts_snapshot"):
         assert pools[key] == {"duckdb"}, key
-    assert pools["agent_runs"] == set()
-    assert pools["prepared_tasks"] == set()
+    # attempts pin CPUs from one pool per process: one agent_runs step at a time per host
+    assert pools["demo/agent_runs"] == {"attempts"}
+    assert pools["demo/prepared_tasks"] == set()
 
 
 def test_pool_limit_applies_to_a_real_instance(tmp_path: Path) -> None:

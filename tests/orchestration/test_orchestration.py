@@ -149,7 +149,10 @@ def world(tmp_path: Path, dbt_manifest: Path):
     import dagster as dg
 
     from orchestration.definitions import build_defs
+    from orchestration.partitions import settings_partition_key
     from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs
 
     agents = tmp_path / "agents"
     shutil.copytree(REPO_ROOT / "agents", agents)
@@ -168,7 +171,6 @@ def world(tmp_path: Path, dbt_manifest: Path):
     }  # fmt: skip
     (suites / "tiny.yaml").write_text(yaml.safe_dump(suite))
     bench = BenchConfig(
-        suite_id="tiny",
         agents_dir=str(agents),
         suites_dir=str(suites),
         data_dir=str(tmp_path / "data"),
@@ -180,7 +182,16 @@ def world(tmp_path: Path, dbt_manifest: Path):
         "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
         "dbt": dbt_resource(),
     }
-    defs = build_defs(bench.suite(), resources)
+    tiny = SuiteFile("tiny")
+    defs = build_defs([tiny], resources)
+    instance = dg.DagsterInstance.ephemeral()  # holds the suite's dynamic partitions
+    sync_suite(instance, tiny, scan_specs(bench.paths()).keys["tiny"])
+
+    def key(name: str | None) -> str | None:  # a setting (agent|task|budget) → its partition
+        if name is None or "|" not in name:
+            return name
+        agent, task, budget = parse_setting_key(name)
+        return str(settings_partition_key(agent, task, budget))
 
     class World:
         runs_dir = tmp_path / "runs" / "tiny"
@@ -190,13 +201,16 @@ def world(tmp_path: Path, dbt_manifest: Path):
 
         @staticmethod
         def materialize(selection, *, partition=None, first=None, last=None, res=None):
-            tags = {RANGE_START: first, RANGE_END: last} if first else None
+            tags = {RANGE_START: key(first), RANGE_END: key(last)} if first else None
+            if isinstance(selection, list):  # the suite's assets by name
+                selection = [f"tiny/{name}" for name in selection]
             return dg.materialize(
                 [*defs.assets, *defs.asset_checks],
                 selection=selection,
                 resources=res or resources,
-                partition_key=partition,
+                partition_key=key(partition),
                 tags=tags,
+                instance=instance,
                 raise_on_error=False,
             )
 
@@ -209,6 +223,7 @@ def checks_of(result) -> dict[str, bool]:
 
 
 def materializations(result, key: str) -> list:
+    key = {"agent_runs": "tiny/agent_runs"}.get(key, key)
     return [
         e.materialization
         for e in result.get_asset_materialization_events()
@@ -248,7 +263,7 @@ def test_whole_graph_materializes_resumes_and_reports(world):
     # raw load → every dbt model and test → snapshot
     import dagster as dg
 
-    benchmark = dg.AssetSelection.assets("prepared_tasks", "agent_runs")
+    benchmark = dg.AssetSelection.assets(["tiny", "prepared_tasks"], ["tiny", "agent_runs"])
     downstream = world.materialize(dg.AssetSelection.all() - benchmark)
     assert downstream.success, downstream.get_step_failure_events()
     assert checks_of(downstream)["one_status_per_attempt"] is True
@@ -358,24 +373,31 @@ def test_definitions_load_with_the_demo_suite(dbt_manifest):
     import dagster as dg
 
     from orchestration.definitions import defs
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs
 
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert {
-        "prepared_tasks",
-        "agent_runs",
+        "demo/prepared_tasks",
+        "demo/agent_runs",
+        "tml-v1/agent_runs",
         "raw/runs",
         "marts/leaderboard",
         "marts_snapshot",
     } <= keys
-    runs = defs.resolve_assets_def("agent_runs")
-    assert len(runs.partitions_def.get_partition_keys()) == 4 * 3 * 3
+    runs = defs.resolve_assets_def(["demo", "agent_runs"])
+    instance = dg.DagsterInstance.ephemeral()  # the sensor keeps the partitions in an instance
+    sync_suite(instance, SuiteFile("demo"), scan_specs(Paths.from_env()).keys["demo"])
+    settings = runs.partitions_def.get_partition_keys(dynamic_partitions_store=instance)
+    assert len(settings) == 4 * 3 * 3
     models = defs.resolve_assets_def(dg.AssetKey(["marts", "leaderboard"]))
     assert models.group_names_by_key[dg.AssetKey(["marts", "leaderboard"])] == "marts"
     assert models.group_names_by_key[dg.AssetKey(["stg_raw__runs"])] == "staging"
     assert models.op.pool == "duckdb"
-    assert defs.get_schedule_def("nightly_suite_runs").cron_schedule == "0 2 * * *"
+    assert defs.get_schedule_def("nightly_demo").cron_schedule == "0 2 * * *"
     assert defs.get_sensor_def("rebuild_warehouse_on_new_runs")
+    assert defs.get_sensor_def("sync_suite_partitions")
     leaderboard = graph.get(dg.AssetKey(["marts", "leaderboard"]))
     assert leaderboard.automation_condition is not None  # rebuilt when new runs are loaded
 
@@ -388,4 +410,4 @@ def test_paths_resource_falls_back_to_the_runner_defaults(monkeypatch, tmp_path)
     assert paths.runs_dir == tmp_path / "r" and paths.data_dir == tmp_path / "d"
     assert paths.tasks_dir == Paths.from_env().tasks_dir
     with pytest.raises(SpecError, match="unknown suite"):
-        BenchConfig(suite_id="nope").suite()
+        BenchConfig().suite("nope")

@@ -1,0 +1,370 @@
+"""A new agent, run from the real Dagster UI without a restart (issue 15), through GraphQL.
+
+Starts ``.venv/bin/dagster dev`` (webserver and daemon) with a PATH that lacks the venv, a
+throwaway DAGSTER_HOME and copies of the agents and a one-setting suite in temporary folders.
+Then, as a person in the UI would:
+
+1. waits for the ``sync_suite_partitions`` sensor to give the suite its partitions, and
+   backfills them all (prepared task + the constant baseline's one setting);
+2. adds an invalid agent file, then an agent file (a copy of the constant baseline) and its line
+   in the suite file; waits for the tick that adds the new setting's partition: it failed,
+   naming the invalid file and its field, and the code location stays loaded;
+3. backfills exactly the new partition: the new agent's record appears, the old one is untouched,
+   and the run's events hold an observation per attempt with its progress and run folder.
+
+The process group of `dagster dev` is always terminated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from runner.config import REPO_ROOT
+from tests.support.servers import free_port, stop
+
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+
+LOCATION = "orchestration.definitions"
+BIN = Path(sys.executable).parent
+MANIFEST = REPO_ROOT / "dbt_project" / "target" / "manifest.json"
+BANK = "bank-customer-churn-ict-u-ai"
+SUITE = "mini"
+STARTUP_TIMEOUT = 240.0
+TICK_TIMEOUT = 180.0  # a 30 s sensor interval on a busy 2-core machine
+RUN_TIMEOUT = 600.0
+
+LOCATIONS = """
+query {
+  workspaceOrError {
+    ... on Workspace {
+      locationEntries {
+        name loadStatus
+        locationOrLoadError { __typename ... on PythonError { message } }
+      }
+    }
+  }
+}
+"""
+PARTITIONS = """
+query ($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionKeys } }
+}
+"""
+SENSOR = """
+query ($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    __typename
+    ... on Sensor {
+      id
+      sensorState {
+        ticks(limit: 5) {
+          id status timestamp skipReason
+          error { message causes { message } }
+        }
+      }
+    }
+  }
+}
+"""
+STOP_SENSOR = """
+mutation ($id: String) {
+  stopSensor(id: $id) { __typename ... on PythonError { message } }
+}
+"""
+BACKFILL = """
+mutation ($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on PartitionSetNotFoundError { message }
+    ... on InvalidStepError { invalidStepKey }
+    ... on InvalidOutputError { invalidOutputName }
+  }
+}
+"""
+BACKFILL_STATUS = """
+query ($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    ... on PartitionBackfill {
+      status
+      runs(limit: 20) { runId status }
+    }
+    ... on PythonError { message }
+  }
+}
+"""
+
+RUN_EVENTS = """
+query ($id: ID!) {
+  runOrError(runId: $id) {
+    ... on Run {
+      eventConnection(limit: 1000) {
+        events {
+          __typename
+          ... on ObservationEvent {
+            assetKey { path }
+            partition
+            metadataEntries {
+              label
+              ... on TextMetadataEntry { text }
+              ... on IntMetadataEntry { intValue }
+              ... on PathMetadataEntry { path }
+            }
+          }
+          ... on MaterializationEvent {
+            partition
+            metadataEntries { label ... on PathMetadataEntry { path } }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def message(tick: dict) -> str:
+    """A tick's skip reason or error, with every cause (the sensor's own exception is one)."""
+    error = tick.get("error") or {}
+    causes = [c["message"] for c in error.get("causes") or []]
+    return "\n".join([tick.get("skipReason") or "", error.get("message") or "", *causes])
+
+
+def entries(event: dict) -> dict[str, Any]:
+    """label → the entry's value (text, int or path) of a metadata list."""
+    out = {}
+    for entry in event["metadataEntries"]:
+        values = [entry[k] for k in ("text", "intValue", "path") if entry.get(k) is not None]
+        out[entry["label"]] = values[0] if values else None
+    return out
+
+
+@dataclass
+class UI:
+    base: str
+    tmp: Path
+    log: Path
+
+    def graphql(self, query: str, **variables: Any) -> dict:
+        request = urllib.request.Request(
+            f"{self.base}/graphql",
+            data=json.dumps({"query": query, "variables": variables}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            body = json.loads(response.read())
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-4000:]
+                pytest.fail(f"{what}: not within {timeout:.0f} s\n{tail}")
+            time.sleep(2)
+
+    def location_loaded(self) -> bool:
+        entries = self.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
+        (entry,) = entries
+        assert entry["name"] == LOCATION
+        if entry["loadStatus"] != "LOADED":
+            return False
+        location = entry["locationOrLoadError"]
+        assert location["__typename"] == "RepositoryLocation", location.get("message")
+        return True
+
+    def partition_keys(self, name: str) -> list[str]:
+        node = self.graphql(PARTITIONS, key={"path": [SUITE, name]})["assetNodeOrError"]
+        return node.get("partitionKeys") or []
+
+    def sensor(self, name: str) -> dict:
+        selector = {
+            "repositoryLocationName": LOCATION,
+            "repositoryName": "__repository__",
+            "sensorName": name,
+        }
+        sensor = self.graphql(SENSOR, selector=selector)["sensorOrError"]
+        assert sensor["__typename"] == "Sensor", sensor
+        return sensor
+
+    def ticks(self) -> list[dict]:
+        return self.sensor("sync_suite_partitions")["sensorState"]["ticks"]
+
+    def backfill(self, **params: Any) -> str:
+        result = self.graphql(BACKFILL, params=params)["launchPartitionBackfill"]
+        assert result["__typename"] == "LaunchBackfillSuccess", result
+        return result["backfillId"]
+
+    def backfill_done(self, backfill_id: str) -> dict:
+        def finished() -> dict | None:
+            state = self.graphql(BACKFILL_STATUS, id=backfill_id)["partitionBackfillOrError"]
+            done = state["status"] not in ("REQUESTED", "CANCELING", "FAILING")
+            return state if done else None
+
+        return self.wait(f"backfill {backfill_id}", finished, RUN_TIMEOUT)
+
+
+def write_suite(folder: Path, agents: list[str]) -> None:
+    spec = {
+        "id": SUITE, "title": SUITE, "tasks": [BANK], "agents": agents, "budgets": [30],
+        "attempts": 1, "max_attempts": 1, "twin_rows": 300, "data_subdir": SUITE,
+        "runs_subdir": SUITE,
+    }  # fmt: skip
+    (folder / f"{SUITE}.yaml").write_text(yaml.safe_dump(spec))
+
+
+def add_agent(agents: Path, agent_id: str, **changes: Any) -> Path:
+    spec = yaml.safe_load((agents / "baseline-constant.yaml").read_text())
+    path = agents / f"{agent_id}.yaml"
+    path.write_text(yaml.safe_dump({**spec, "id": agent_id, **changes}))
+    return path
+
+
+def records(runs: Path) -> dict[str, str]:
+    """run id → created_at of every record of the suite."""
+    found = {}
+    for path in sorted((runs / SUITE).glob("*/record.json")):
+        record = json.loads(path.read_text())
+        found[record["run_id"]] = record["created_at"]
+    return found
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[UI]:
+    assert MANIFEST.is_file(), "the definitions load dbt's manifest: make manifest"
+    agents, suites, home = tmp_path / "agents", tmp_path / "suites", tmp_path / "dagster_home"
+    shutil.copytree(REPO_ROOT / "agents", agents, ignore=shutil.ignore_patterns("__pycache__"))
+    suites.mkdir()
+    write_suite(suites, ["baseline-constant"])
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "orchestration" / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        # No activated virtualenv: dbt and every Dagster process come from beside the interpreter.
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "LANG": "C.UTF-8",
+        "DAGSTER_HOME": str(home),
+        "TMLBENCH_AGENTS_DIR": str(agents),
+        "TMLBENCH_SUITES_DIR": str(suites),
+        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
+        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
+        "TMLBENCH_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    port = free_port()
+    log = tmp_path / "dagster-dev.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "dagster"), "dev", "-m", LOCATION, "-h", "127.0.0.1", "-p", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: webserver, daemon, code servers
+        )
+    ui = UI(f"http://127.0.0.1:{port}", tmp_path, log)
+    try:
+
+        def serving() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"dagster dev exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
+                )
+            try:
+                return ui.location_loaded()
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                return False
+
+        ui.wait("the code location loaded", serving, STARTUP_TIMEOUT)
+        yield ui
+    finally:
+        stop(proc, grace=20)
+
+
+def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> None:
+    agents, suites, runs = ui.tmp / "agents", ui.tmp / "suites", ui.tmp / "runs"
+    # Only the benchmark assets run in this test: no automatic warehouse load or dbt build.
+    automation = ui.sensor("rebuild_warehouse_on_new_runs")
+    assert ui.graphql(STOP_SENSOR, id=automation["id"])["stopSensor"]["__typename"] == (
+        "StopSensorMutationResult"
+    )
+
+    # 1. the sensor's first tick gives the suite its grid; backfill all of it
+    old_key = f"baseline-constant@30s|{BANK}"
+    ui.wait(
+        "the suite's partitions", lambda: ui.partition_keys("agent_runs") == [old_key], TICK_TIMEOUT
+    )
+    assert ui.partition_keys("prepared_tasks") == [BANK]
+    first = ui.backfill(
+        assetSelection=[{"path": [SUITE, "prepared_tasks"]}, {"path": [SUITE, "agent_runs"]}],
+        allPartitions=True,
+    )
+    state = ui.backfill_done(first)
+    assert state["status"] == "COMPLETED_SUCCESS", state
+    before = records(runs)
+    assert len(before) == 1 and next(iter(before)).startswith("baseline-constant__")
+
+    # 2. an agent file with a mistake in it, then a new agent and its line in the suite
+    seen = {tick["id"] for tick in ui.ticks()}
+    broken = add_agent(agents, "broken-agent", limits={"cpus": 0})
+    add_agent(agents, "baseline-copy")
+    write_suite(suites, ["baseline-constant", "baseline-copy"])
+    added = "mini: +1 agent_budgets (baseline-copy@30s)"
+
+    def adding_tick() -> dict | None:
+        """The tick that added the new agent's partition (later ticks find nothing to do)."""
+        fresh = [t for t in ui.ticks() if t["id"] not in seen and t["status"] != "STARTED"]
+        return next((t for t in fresh if added in message(t)), None)
+
+    tick = ui.wait("the sensor tick that adds the new setting", adding_tick, TICK_TIMEOUT)
+    new_key = f"baseline-copy@30s|{BANK}"
+    assert ui.partition_keys("agent_runs") == [old_key, new_key]
+    # the valid suite was updated, and the tick failed naming the broken file and its field
+    assert tick["status"] == "FAILURE", tick
+    error = message(tick)
+    assert str(broken) in error and "limits.cpus: Input should be greater than 0" in error
+    assert ui.location_loaded()  # the broken file fails a tick, never the code location
+
+    # 3. backfill exactly the new setting
+    second = ui.backfill(assetSelection=[{"path": [SUITE, "agent_runs"]}], partitionNames=[new_key])
+    state = ui.backfill_done(second)
+    assert state["status"] == "COMPLETED_SUCCESS", state
+    after = records(runs)
+    new = {run_id for run_id in after if run_id not in before}
+    assert len(new) == 1 and next(iter(new)).startswith("baseline-copy__"), after
+    assert {run_id: after[run_id] for run_id in before} == before  # not re-run
+
+    # the run's page: an observation per finished attempt, and links to the run folders
+    (run,) = state["runs"]
+    events = ui.graphql(RUN_EVENTS, id=run["runId"])["runOrError"]["eventConnection"]["events"]
+    (observed,) = [e for e in events if e["__typename"] == "ObservationEvent"]
+    assert (
+        observed["assetKey"]["path"] == [SUITE, "agent_runs"] and observed["partition"] == new_key
+    )
+    progress = entries(observed)
+    (run_id,) = new
+    assert progress["progress"] == "1/1 successes after 1 attempt(s) (at most 1)"
+    assert progress["attempts"] == 1 and progress["last_status"] == "success"
+    assert progress["last_run"] == str(runs / SUITE / run_id)
+    (materialized,) = [e for e in events if e["__typename"] == "MaterializationEvent"]
+    assert materialized["partition"] == new_key
+    assert entries(materialized)["last_run"] == str(runs / SUITE / run_id)
