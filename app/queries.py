@@ -17,7 +17,6 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from runner.records import STATUSES  # noqa: F401  (the run explorer's status filter)
 from warehouse.db import warehouse_path
 from warehouse.snapshot import snapshot_path as _published_snapshot_path
 
@@ -141,8 +140,9 @@ def has_runs(con: duckdb.DuckDBPyConnection | None) -> bool:
 
 
 def filter_options(con: duckdb.DuckDBPyConnection) -> dict:
-    """What the sidebar filters offer (``display.filter_options``): suites, agents, tasks,
-    budgets, and the first and last day (UTC) an attempt was created."""
+    """What the filters offer (``display.filter_options``): suites, agents, tasks, budgets, the
+    statuses that occur (in the taxonomy's order), and the first and last day (UTC) an attempt
+    was created."""
     row = _read(con, "select * from display.filter_options").iloc[0]
 
     def day(name: str) -> dt.date | None:
@@ -153,6 +153,8 @@ def filter_options(con: duckdb.DuckDBPyConnection) -> dict:
         "agents": list(row["agents"]),
         "tasks": list(row["tasks"]),
         "budgets": [int(b) for b in row["budgets"]],
+        # a snapshot published before the column existed offers no status filter
+        "statuses": list(row["statuses"]) if "statuses" in row else [],
         "first_day": day("first_day"),
         "last_day": day("last_day"),
     }

@@ -231,7 +231,8 @@ path = snapshot_or_stop()
 filters = current_filters()
 filters_note(filters)
 
-statuses = tuple(st.multiselect("Statuses", queries.STATUSES, key="statuses"))
+options = query("filter_options", path)
+statuses = tuple(st.multiselect("Statuses", options["statuses"], key="statuses"))
 # filters run in SQL; only the newest RUN_ROWS matching attempts travel to the browser
 total = query("run_count", path, filters, statuses)
 shown = query("runs", path, filters, statuses, queries.RUN_ROWS)
