@@ -24,16 +24,20 @@ def warm() -> None:
 
 
 def warm_queries() -> None:
-    """Fill the query cache for the default page (the leaderboard, no filters) and the sidebar,
-    so the first visitor reads from memory. Any failure only means a cold first page."""
+    """Fill the query cache for the sidebar and the default view (no filters) of the leaderboard
+    and the run explorer, so their first visitors read from memory (the newest attempts of
+    raw.runs take ~0.1 s at 100,000 runs). Any failure only means a cold first page."""
     from app import queries
     from app.app_pages import _common
 
     path = queries.snapshot_path()
     if not _common.has_runs(path):
         return
+    none = queries.Filters()
     _common.query("filter_options", path)
-    _common.query("leaderboard", path, "best_budget", queries.Filters())
-    _common.query("coverage", path, queries.Filters())
-    _common.query("stopped_settings", path, queries.Filters())
-    _common.query("duplicated_settings", path, queries.Filters())
+    _common.query("leaderboard", path, "best_budget", none)
+    _common.query("coverage", path, none)
+    _common.query("stopped_settings", path, none)
+    _common.query("duplicated_settings", path, none)
+    _common.query("run_count", path, none, ())
+    _common.query("runs", path, none, (), queries.RUN_ROWS)

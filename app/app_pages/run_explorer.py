@@ -255,7 +255,7 @@ st.download_button(
 if shown.empty:
     st.stop()
 run_id = st.selectbox("Open an attempt", shown["run_id"].tolist(), key="run_id")
-record = queries.run_record(connection(path), run_id)  # one row: not worth a cache entry
+record = queries.run_record(connection(path), run_id)  # one row, ~10 ms: not cached
 st.subheader(literal(run_id))
 if record.get("validation_code"):
     # the grader's message quotes the submission (its header, its ids): the agent's text
