@@ -219,8 +219,16 @@ def test_run_explorer_without_a_transcript_explains_who_has_one(app_snapshot: Pa
     assert "command agents that reach their model through the harness's gateway" in _text(at)
 
 
+def _open_filters(at: AppTest) -> AppTest:
+    """Open the sidebar's Filters expander (its widgets are drawn only while it is open)."""
+    at.session_state["filters_open"] = True
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
 def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # noqa: F811
-    at = _run("router.py", app_snapshot, monkeypatch)
+    at = _open_filters(_run("router.py", app_snapshot, monkeypatch))
     assert list(at.dataframe[0].value["agent_id"]) == ["alpha", "beta"]
     assert "not recomputed" in " ".join(str(c.value) for c in at.sidebar.caption)
     at.sidebar.multiselect(key="filter_agents").set_value(["beta"]).run()
@@ -239,10 +247,15 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):  # 
     at.sidebar.multiselect(key="filter_tasks").set_value(["t2"]).run()
     assert set(at.dataframe[0].value["task_id"]) == {"t2"}
     assert set(at.dataframe[1].value["agent_id"]) == {"beta"}  # the counted attempts
+    at.session_state["filters_open"] = False  # closed: no filter widget drawn, the filters stay
+    at.switch_page("app_pages/leaderboard.py").run()
+    assert not at.exception and not at.sidebar.multiselect
+    assert list(at.dataframe[0].value["agent_id"]) == ["beta"]
+    assert "agents: ` beta `" in _text(at) and "tasks: ` t2 `" in _text(at)
 
 
 def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):  # noqa: F811
-    at = _run("router.py", app_snapshot, monkeypatch)
+    at = _open_filters(_run("router.py", app_snapshot, monkeypatch))
     at.sidebar.multiselect(key="filter_suites").set_value(["other"]).run()
     assert not at.exception
     assert at.warning, "nobody of suite 'other' is ranked"
