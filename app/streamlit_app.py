@@ -3,7 +3,8 @@
 ``streamlit run`` sees the ``st.App`` below and serves the router script (``app/router.py``:
 navigation, sidebar filters, pages) through Streamlit's ASGI server. Its lifespan hook warms the
 process up when the server starts (``app/warmup.py``), so the first visitor's page does not wait
-for imports of pandas, pyarrow, DuckDB and Altair, nor for the leaderboard's queries.
+for imports of pandas, pyarrow, DuckDB and Altair, nor for the default pages' queries, and
+freezes what it loaded out of the garbage collector's full collections.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ ROUTER = Path(__file__).resolve().with_name("router.py")
 
 @asynccontextmanager
 async def warm_up(_server) -> AsyncIterator[None]:
-    from app.warmup import warm, warm_queries
+    from app.warmup import freeze, warm, warm_queries
 
     warm()
     try:
         warm_queries()
     except Exception as error:  # a missing or broken snapshot: the pages explain it
         _LOG.warning("dashboard warm-up: no cached queries (%s)", error)
+    freeze()
     yield
 
 

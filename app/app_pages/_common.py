@@ -26,6 +26,7 @@ FILTER_KEYS = {
     "dates": "filter_dates",
 }
 DATE_BOUNDS_KEY = "filter_date_bounds"
+FILTERS_OPEN_KEY = "filters_open"  # the sidebar's Filters expander (drawn only when open)
 FILTER_SCOPE = (
     "Agents, tasks, budgets and suite narrow every table and chart; scores, ranks and other "
     "aggregates are computed over all attempts and are not recomputed (a suite keeps the agents "
@@ -143,26 +144,40 @@ def query(name: str, path: Path, *args, **kwargs):
 
 
 def sidebar_filters(path: Path) -> None:
-    """Draw the global filters in the sidebar (their values live in st.session_state)."""
+    """Draw the global filters in the sidebar, in an expander whose widgets are drawn only while
+    it is open: a page load then draws no multiselect or date input (nor loads their code in the
+    browser). Their values live in st.session_state, set while the expander is closed and
+    across pages; every page says which filters are active (``filters_note``)."""
     options = query("filter_options", path)
-    bar = st.sidebar
-    bar.header("Filters")
-    if options["suites"]:
-        bar.multiselect("Suites", options["suites"], key=FILTER_KEYS["suites"])
-    bar.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
-    bar.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
-    bar.multiselect("Budgets (s)", options["budgets"], key=FILTER_KEYS["budgets"])
+    state = st.session_state
+    for key in (*FILTER_KEYS.values(), FILTERS_OPEN_KEY):
+        # Streamlit drops a widget's value after a run that did not draw it (and the expander's
+        # on a page switch), unless the script sets it: set again, the filters stay while their
+        # widgets are not drawn, and the expander stays open across pages
+        if key in state:
+            state[key] = state[key]
     first, last = options["first_day"], options["last_day"]
     if first is not None:
-        st.session_state[DATE_BOUNDS_KEY] = (first, last)  # the whole range = no date filter
-        bar.date_input(
-            "Attempts created between (UTC)",
-            (first, last),
-            min_value=first,
-            max_value=last,
-            key=FILTER_KEYS["dates"],
-        )
-    bar.caption(FILTER_SCOPE)
+        state[DATE_BOUNDS_KEY] = (first, last)  # the whole range = no date filter
+    with st.sidebar.expander("Filters", key=FILTERS_OPEN_KEY, on_change="rerun") as box:
+        if not box.open:
+            return
+        if options["suites"]:
+            box.multiselect("Suites", options["suites"], key=FILTER_KEYS["suites"])
+        box.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
+        box.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
+        box.multiselect("Budgets (s)", options["budgets"], key=FILTER_KEYS["budgets"])
+        if first is not None:
+            dates = FILTER_KEYS["dates"]
+            box.date_input(
+                "Attempts created between (UTC)",
+                # the default only until a range is chosen (then it is in the session state)
+                **({} if dates in state else {"value": (first, last)}),
+                min_value=first,
+                max_value=last,
+                key=dates,
+            )
+        box.caption(FILTER_SCOPE)
 
 
 def current_filters() -> queries.Filters:

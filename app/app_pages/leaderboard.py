@@ -19,7 +19,10 @@ VARIANT_LABELS = {
     "largest_budget": "Largest budget only",
 }
 
-# What people came for, on one screen width; the rest behind an expander.
+# What people came for, on one 1280-px screen (sidebar open): sized columns, and the badges'
+# meaning in their headers' help; the spec metadata, the chart and the coverage of every agent
+# behind expanders whose content runs only when opened (on_change="rerun"), so a page load
+# draws one table.
 FIRST_COLUMNS = [
     "rank",
     "agent_id",
@@ -48,13 +51,41 @@ DETAIL_COLUMNS = [
     "mean_rank",
     "rank_std",
 ]
+COVERAGE_HELP = (
+    "k/n: k of the agent's n settings have enough successes to count (✗: some lack them)."
+)
+CONTAMINATION_HELP = (
+    "⚠ the tasks whose start date is on or before the model's knowledge cutoff (the agent may "
+    "have seen the competition); cutoff unknown when a date is missing."
+)
+DUPLICATES_HELP = (
+    "⚠ settings where two of the counted attempts submitted the same answer (cached or "
+    "replayed: not independent); ⧉ attempts whose answer another agent also submitted; "
+    "unknown when some counted attempt has no submission fingerprint (records before schema 5)."
+)
 COLUMNS = {
+    "rank": st.column_config.NumberColumn("rank", width=40),
     "agent_id": st.column_config.TextColumn("agent"),
-    "score": st.column_config.ProgressColumn("score", min_value=0, max_value=1, format="%.3f"),
-    "score_interval": st.column_config.TextColumn("95% interval"),
-    "p_rank_1": st.column_config.NumberColumn("P(rank 1)", format="percent"),
-    "success_rate": st.column_config.NumberColumn("success rate", format="percent"),
-    "mean_rank_sd": st.column_config.TextColumn("mean rank ± sd"),
+    "score": st.column_config.ProgressColumn(
+        "score", min_value=0, max_value=1, format="%.3f", width=75
+    ),
+    "score_interval": st.column_config.TextColumn(
+        "95% interval", help="Bootstrap 95% interval of the primary score."
+    ),
+    "p_rank_1": st.column_config.NumberColumn(
+        "P(rank 1)", format="percent", help="Share of the bootstrap replicates that rank it first."
+    ),
+    "success_rate": st.column_config.NumberColumn(
+        "success",
+        format="percent",
+        help="Success rate: successes / the agent's attempts (harness faults excluded).",
+    ),
+    "mean_rank_sd": st.column_config.TextColumn(
+        "mean rank ± sd", help="Mean rank over the tasks ± its sample standard deviation."
+    ),
+    "coverage": st.column_config.TextColumn("coverage", help=COVERAGE_HELP),
+    "contamination": st.column_config.TextColumn("contamination", help=CONTAMINATION_HELP),
+    "duplicates": st.column_config.TextColumn("duplicates", help=DUPLICATES_HELP),
     "agent_title": st.column_config.TextColumn("title"),
     "run_rel_iqr": st.column_config.NumberColumn("run-to-run rel. IQR", format="%.3f"),
     "n_cells": st.column_config.NumberColumn("cells"),
@@ -62,41 +93,10 @@ COLUMNS = {
     "score_high": st.column_config.NumberColumn("95% high", format="%.3f"),
 }
 
-st.title("Leaderboard")
-path = snapshot_or_stop()
-filters = current_filters()
-filters_note(filters)
 
-variant = st.selectbox(
-    "Variant", list(VARIANT_LABELS), format_func=VARIANT_LABELS.get, key="variant"
-)
-board = query("leaderboard", path, variant, filters)
-
-if board.empty:
-    st.warning(
-        "No agent is ranked yet (or none matches the filters): an agent is ranked once it has "
-        "enough successes in every task × budget setting. See the coverage below, then "
-        "`make run` again."
-    )
-else:
-    primary = variant == "best_budget"  # the bootstrap is of the primary score only
-    shown = [c for c in FIRST_COLUMNS if primary or c not in PRIMARY_ONLY]
-    st.dataframe(board[shown], hide_index=True, width="stretch", column_config=COLUMNS)
-    st.caption(
-        "Badges: **coverage** = settings with enough successes / settings of the benchmark; "
-        "**contamination** = the model's knowledge cutoff is on or after a task's start date "
-        "(the agent may have seen the competition), *cutoff unknown* when a date is missing; "
-        "**duplicates** = ⚠ settings where two of the counted attempts (the ones the setting's "
-        "median is taken over) submitted the same answer, i.e. a cached or replayed answer, so "
-        "those attempts are not independent; ⧉ attempts whose answer another agent also "
-        "submitted for the task; *fingerprints unknown* when some counted attempt has no "
-        "submission fingerprint (records before schema 5). Same answer = same content in one "
-        "canonical form, however the file was written."
-    )
-    with st.expander("Spec metadata and counts (harness, provider, model id, attempts, ...)"):
-        st.dataframe(board[DETAIL_COLUMNS], hide_index=True, width="stretch", column_config=COLUMNS)
-    # a plain Vega-Lite spec, not Altair: the first render after the server starts must not
-    # wait for Altair's import and schema validation (app/warmup.py)
+def score_chart(board, primary: bool) -> dict:
+    """The scores as bars, with the primary score's 95% interval as a rule (a plain Vega-Lite
+    spec: no Altair import or schema validation in a page run)."""
     sort = {"field": "score", "order": "descending"}
     y = {"field": "agent_id", "type": "nominal", "sort": sort, "title": None}
     layers = [
@@ -128,14 +128,61 @@ else:
                 },
             }
         )
-    st.vega_lite_chart(board, {"layer": layers}, width="stretch")
+    return {"layer": layers}
+
+
+st.title("Leaderboard")
+path = snapshot_or_stop()
+filters = current_filters()
+filters_note(filters)
+
+variant = st.selectbox(
+    "Variant", list(VARIANT_LABELS), format_func=VARIANT_LABELS.get, key="variant"
+)
+board = query("leaderboard", path, variant, filters)
+
+if board.empty:
+    st.warning(
+        "No agent is ranked yet (or none matches the filters): an agent is ranked once it has "
+        "enough successes in every task × budget setting. See the coverage below, then "
+        "`make run` again."
+    )
+else:
+    primary = variant == "best_budget"  # the bootstrap is of the primary score only
+    shown = [c for c in FIRST_COLUMNS if primary or c not in PRIMARY_ONLY]
+    st.dataframe(board[shown], hide_index=True, width="stretch", column_config=COLUMNS)
+    st.caption(
+        "Badges: **coverage** = settings with enough successes / settings; **contamination** = "
+        "the model's knowledge cutoff is on or after a task's start date; **duplicates** = ⚠ "
+        "two counted attempts of a setting submitted the same answer (replayed: not "
+        "independent), ⧉ attempts whose answer another agent also submitted. Hover over a "
+        "column's header for more."
+    )
+    with st.expander(
+        "Spec metadata and counts (harness, provider, model id, attempts, ...)",
+        key="leaderboard_details",
+        on_change="rerun",
+    ) as details:
+        if details.open:
+            st.dataframe(
+                board[DETAIL_COLUMNS], hide_index=True, width="stretch", column_config=COLUMNS
+            )
+    with st.expander("Chart: scores", key="leaderboard_chart", on_change="rerun") as chart:
+        if chart.open:
+            st.vega_lite_chart(board, score_chart(board, primary), width="stretch")
     download(board, f"leaderboard_{variant}")
 
-st.subheader("Coverage")
-st.caption("Only agents with enough successes in every setting are ranked.")
 coverage = query("coverage", path, filters)
-st.dataframe(coverage, hide_index=True, width="stretch")
-download(coverage, "coverage")
+unranked = int((~coverage["is_ranked"].astype(bool)).sum())
+label = f"Coverage: {len(coverage) - unranked} of {len(coverage)} agents with runs are ranked"
+# open from the start when some agent is not ranked: that is news
+with st.expander(
+    label, expanded=unranked > 0, key="leaderboard_coverage", on_change="rerun"
+) as covered:
+    if covered.open:
+        st.caption("Only agents with enough successes in every setting are ranked.")
+        st.dataframe(coverage, hide_index=True, width="stretch")
+        download(coverage, "coverage")
 
 stopped = query("stopped_settings", path, filters)
 if not stopped.empty:

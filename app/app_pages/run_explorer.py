@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from pathlib import Path
 
 import streamlit as st
 
@@ -168,7 +169,7 @@ def _usage_value(value: object) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
-def show_twins(record: dict) -> None:
+def show_twins(path: Path, record: dict) -> None:
     """The other attempts of the task that submitted the same answer (same canonical
     fingerprint): a replay when of the same setting. Ids are shown in a table, never as Markdown."""
     if record.get("submission_normalized_sha256") is None:
@@ -231,7 +232,8 @@ path = snapshot_or_stop()
 filters = current_filters()
 filters_note(filters)
 
-statuses = tuple(st.multiselect("Statuses", queries.STATUSES, key="statuses"))
+options = query("filter_options", path)
+statuses = tuple(st.multiselect("Statuses", options["statuses"], key="statuses"))
 # filters run in SQL; only the newest RUN_ROWS matching attempts travel to the browser
 total = query("run_count", path, filters, statuses)
 shown = query("runs", path, filters, statuses, queries.RUN_ROWS)
@@ -251,38 +253,50 @@ st.download_button(
     key="download-runs",
 )
 
-if shown.empty:
-    st.stop()
-run_id = st.selectbox("Open an attempt", shown["run_id"].tolist(), key="run_id")
-record = queries.run_record(connection(path), run_id)  # one row: not worth a cache entry
-st.subheader(literal(run_id))
-if record.get("validation_code"):
-    # the grader's message quotes the submission (its header, its ids): the agent's text
-    st.error(f"Validation failed: {literal(record['validation_code'])} (message below, as text)")
-    show_text(record.get("validation_message") or "")
-if record.get("error_message"):
-    st.warning("Error message (as recorded; it may quote the agent's output):")
-    show_text(record["error_message"])
-usage = run_files.run_usage(record)
-if usage:
-    st.caption(" · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items()))
-show_twins(record)
-show_source_fields(record)
-tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
-with tabs[0]:
-    show_record(record)
-with tabs[5]:
-    show_sandbox(record)
-for tab, field in zip(
-    tabs[1:5], ("stdout_path", "stderr_path", None, "submission_path"), strict=True
-):
-    if field is None:
-        with tab:
-            show_transcript(run_files.run_transcript(record))
-        continue
-    text = run_files.run_file_preview(record, field)
-    if text is None:
-        tab.caption(NOT_HERE)
-    else:  # the file is at most run_files.LOG_PREVIEW_BYTES already
-        show_text(text, limit=None, where=tab)
+
+@st.fragment
+def show_attempt(path: Path, run_ids: list[str]) -> None:
+    """The attempt chosen in the box, with its record, messages, twins and files. A fragment:
+    choosing another attempt reruns only this, not the router, the sidebar and the attempts
+    table above (2,000 rows sent to the browser again)."""
+    run_id = st.selectbox("Open an attempt", run_ids, key="run_id")
+    record = queries.run_record(connection(path), run_id)  # one row, ~10 ms: not cached
+    st.subheader(literal(run_id))
+    if record.get("validation_code"):
+        # the grader's message quotes the submission (its header, its ids): the agent's text
+        st.error(
+            f"Validation failed: {literal(record['validation_code'])} (message below, as text)"
+        )
+        show_text(record.get("validation_message") or "")
+    if record.get("error_message"):
+        st.warning("Error message (as recorded; it may quote the agent's output):")
+        show_text(record["error_message"])
+    usage = run_files.run_usage(record)
+    if usage:
+        st.caption(
+            " · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items())
+        )
+    show_twins(path, record)
+    show_source_fields(record)
+    tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
+    with tabs[0]:
+        show_record(record)
+    with tabs[5]:
+        show_sandbox(record)
+    for tab, field in zip(
+        tabs[1:5], ("stdout_path", "stderr_path", None, "submission_path"), strict=True
+    ):
+        if field is None:
+            with tab:
+                show_transcript(run_files.run_transcript(record))
+            continue
+        text = run_files.run_file_preview(record, field)
+        if text is None:
+            tab.caption(NOT_HERE)
+        else:  # the file is at most run_files.LOG_PREVIEW_BYTES already
+            show_text(text, limit=None, where=tab)
+
+
+if not shown.empty:
+    show_attempt(path, shown["run_id"].tolist())
 footer(path)

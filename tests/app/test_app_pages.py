@@ -61,6 +61,9 @@ def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, m
         "mean_rank_sd", "coverage", "contamination", "duplicates",
     ]  # fmt: skip
     assert "Spec metadata" in at.expander[0].label
+    assert not _frames(at, "harness")  # the expander's content runs once it is opened
+    at.session_state["leaderboard_details"] = True
+    at.run()
     (details,) = _frames(at, "harness", "provider", "model_id")
     assert list(details["agent_id"]) == ["alpha", "beta"]
     at.selectbox(key="variant").set_value("largest_budget").run()
@@ -81,8 +84,8 @@ def _frames(at: AppTest, *columns: str) -> list:
 def test_leaderboard_badges_replayed_submissions(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
     board = at.dataframe[0].value.set_index("agent_id")
-    assert board.loc["alpha", "duplicates"] == "⚠ replayed in 1 setting(s)"
-    assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared with other agents"
+    assert board.loc["alpha", "duplicates"] == "⚠ 1 setting(s) replayed"
+    assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared"
     text = _text(at)
     assert "**duplicates**" in text and "not independent" in text  # the badge's meaning
     assert "Duplicate submissions" in [h.value for h in at.subheader]
@@ -212,13 +215,23 @@ def test_run_explorer_without_a_transcript_explains_who_has_one(app_snapshot: Pa
     assert "command agents that reach their model through the harness's gateway" in _text(at)
 
 
+def _open_filters(at: AppTest) -> AppTest:
+    """Open the sidebar's Filters expander (its widgets are drawn only while it is open)."""
+    at.session_state["filters_open"] = True
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
 def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):
-    at = _run("router.py", app_snapshot, monkeypatch)
+    at = _open_filters(_run("router.py", app_snapshot, monkeypatch))
     assert list(at.dataframe[0].value["agent_id"]) == ["alpha", "beta"]
     assert "not recomputed" in " ".join(str(c.value) for c in at.sidebar.caption)
     at.sidebar.multiselect(key="filter_agents").set_value(["beta"]).run()
     assert not at.exception
     assert list(at.dataframe[0].value["agent_id"]) == ["beta"]
+    at.session_state["leaderboard_coverage"] = True  # all ranked: the coverage is behind
+    at.run()  # its expander, whose content runs once it is opened
     assert list(at.dataframe[1].value["agent_id"]) == ["beta"]  # coverage too
     assert "agents: ` beta `" in _text(at)  # an id from a spec file: literally
     for page in ("reliability", "rank_stability", "time_scaling", "cost"):
@@ -230,10 +243,15 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):
     at.sidebar.multiselect(key="filter_tasks").set_value(["t2"]).run()
     assert set(at.dataframe[0].value["task_id"]) == {"t2"}
     assert set(at.dataframe[1].value["agent_id"]) == {"beta"}  # the counted attempts
+    at.session_state["filters_open"] = False  # closed: no filter widget drawn, the filters stay
+    at.switch_page("app_pages/leaderboard.py").run()
+    assert not at.exception and not at.sidebar.multiselect
+    assert list(at.dataframe[0].value["agent_id"]) == ["beta"]
+    assert "agents: ` beta `" in _text(at) and "tasks: ` t2 `" in _text(at)
 
 
 def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):
-    at = _run("router.py", app_snapshot, monkeypatch)
+    at = _open_filters(_run("router.py", app_snapshot, monkeypatch))
     at.sidebar.multiselect(key="filter_suites").set_value(["other"]).run()
     assert not at.exception
     assert at.warning, "nobody of suite 'other' is ranked"

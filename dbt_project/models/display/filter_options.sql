@@ -1,11 +1,29 @@
--- What the dashboard's sidebar filters offer, in one row: the suites, agents, tasks and budgets
--- seen in the attempts, and the first and last day (UTC) an attempt was created. A small table
--- so that no page load scans the attempts for them.
+-- What the dashboard's filters offer, in one row: the suites, agents, tasks, budgets and
+-- statuses seen in the attempts, and the first and last day (UTC) an attempt was created. A
+-- small table so that no page load scans the attempts for them.
 with
 
 runs as (
 
     select * from {{ ref('stg_raw__runs') }}
+
+),
+
+-- the statuses that occur, in the taxonomy's order (macro run_statuses), not alphabetically
+statuses as (
+
+    select
+        coalesce(
+            list(
+                status order by array_position(
+                    [{% for status in run_statuses() %}'{{ status }}'{{ ", " if not loop.last }}{% endfor %}],
+                    status
+                )
+            ),
+            []
+        )::varchar[] as statuses
+
+    from (select distinct status from runs)
 
 ),
 
@@ -22,6 +40,7 @@ final as (
                 filter (where budget_seconds is not null),
             []
         )::integer[] as budgets,
+        (select statuses from statuses) as statuses,
         min(timezone('UTC', created_at))::date as first_day,
         max(timezone('UTC', created_at))::date as last_day
 

@@ -88,7 +88,7 @@ final as (
         leaderboard.score::double as score,
         uncertainty.score_low::double as score_low,
         uncertainty.score_high::double as score_high,
-        printf('%.3f – %.3f', uncertainty.score_low, uncertainty.score_high) as score_interval,
+        printf('%.3f–%.3f', uncertainty.score_low, uncertainty.score_high) as score_interval,
         uncertainty.p_rank_1::double as p_rank_1,
         success_rates.success_rate::double as success_rate,
         -- the sd of one task's rank is undefined: "–"
@@ -99,12 +99,14 @@ final as (
         ) as mean_rank_sd,
         rank_stability.mean_rank::double as mean_rank,
         rank_stability.rank_std::double as rank_std,
+        -- the badges are short: the leaderboard's first columns fit one 1280-px screen, and
+        -- the column headers' help (app/app_pages/leaderboard.py) says what they mean
         case when coverage.complete_settings = coverage.settings then '✓ ' else '✗ ' end
-            || coverage.complete_settings || '/' || coverage.settings || ' settings'
+            || coverage.complete_settings || '/' || coverage.settings
             as coverage,
         case
             when contamination.contaminated_tasks is not null
-                then '⚠ contaminated: ' || contamination.contaminated_tasks
+                then '⚠ ' || contamination.contaminated_tasks
             when contamination.cutoff_known then '✓ clean'
             else 'cutoff unknown'
         end as contamination,
@@ -113,15 +115,14 @@ final as (
                 then concat_ws(
                     ' · ',
                     case when duplicates.replayed_settings > 0
-                        then '⚠ replayed in ' || duplicates.replayed_settings || ' setting(s)'
+                        then '⚠ ' || duplicates.replayed_settings || ' setting(s) replayed'
                     end,
                     case when duplicates.shared_attempts > 0
-                        then '⧉ ' || duplicates.shared_attempts
-                            || ' attempt(s) shared with other agents'
+                        then '⧉ ' || duplicates.shared_attempts || ' attempt(s) shared'
                     end
                 )
             when duplicates.fingerprints_known then '✓ distinct'
-            else 'fingerprints unknown'
+            else 'unknown'
         end as duplicates,
         success_rates.successes::bigint as successes,
         success_rates.attempts::bigint as attempts,
