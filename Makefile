@@ -133,6 +133,7 @@ bench: install
 	$(RUN) python benchmarks/dashboard.py
 	$(RUN) python benchmarks/gateway_overhead.py
 	$(RUN) python benchmarks/cli_startup.py
+	$(RUN) python benchmarks/command_latency.py
 	$(RUN) python benchmarks/workspace_fs.py
 	$(RUN) python benchmarks/frame_flood.py
 	$(RUN) python benchmarks/seccomp_overhead.py
