@@ -32,13 +32,17 @@ def build_benchmark_assets(
     suite_file: SuiteFile,
 ) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition]:
     """The two partitioned assets of one suite file (its partitions are dynamic: see partitions.py)."""
+    prepared_tasks = _prepared_tasks_asset(suite_file)
+    return prepared_tasks, _agent_runs_asset(suite_file, prepared_tasks)
+
+
+def _prepared_tasks_asset(suite_file: SuiteFile) -> dg.AssetsDefinition:
     suite_id = suite_file.stem
-    partitions = suite_file.partitions
 
     @dg.asset(
         key=suite_file.prepared_tasks_key,
         group_name=suite_file.group,
-        partitions_def=partitions.tasks,
+        partitions_def=suite_file.partitions.tasks,
         backfill_policy=dg.BackfillPolicy.single_run(),
         kinds={"python"},
         description=f"Public/private split of each task of suites/{suite_id}.yaml at the suite's "
@@ -54,6 +58,15 @@ def build_benchmark_assets(
             context.log.info(f"{task_id}: {facts}", extra=progress_extra(task=task_id))
             rows.append({"task": task_id, **facts})
         return dg.MaterializeResult(metadata=_prepared_metadata(rows))
+
+    return prepared_tasks
+
+
+def _agent_runs_asset(
+    suite_file: SuiteFile, prepared_tasks: dg.AssetsDefinition
+) -> dg.AssetsDefinition:
+    suite_id = suite_file.stem
+    partitions = suite_file.partitions
 
     @dg.asset(
         key=suite_file.agent_runs_key,
@@ -114,7 +127,7 @@ def build_benchmark_assets(
             )
         return dg.MaterializeResult(metadata=metadata)
 
-    return prepared_tasks, agent_runs
+    return agent_runs
 
 
 def _bench(bench: BenchConfig, suite_id: str, sandbox: SandboxBackend | None = None) -> Bench:
