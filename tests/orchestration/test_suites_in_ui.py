@@ -324,7 +324,9 @@ def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> N
     assert len(before) == 1 and next(iter(before)).startswith("baseline-constant__")
 
     # 2. an agent file with a mistake in it, then a new agent and its line in the suite
-    seen = {tick["id"] for tick in ui.ticks()}
+    # Only finished ticks are "before": a tick still running now may read the files written
+    # next, and then it is the one that adds the new setting.
+    seen = {tick["id"] for tick in ui.ticks() if tick["status"] != "STARTED"}
     broken = add_agent(agents, "broken-agent", limits={"cpus": 0})
     add_agent(agents, "baseline-copy")
     write_suite(suites, ["baseline-constant", "baseline-copy"])
