@@ -30,12 +30,14 @@ TWIN_ROWS = 500  # twins of one attempt the run explorer draws (a deterministic 
 class Filters:
     """The dashboard's global filters; an empty selection means "all".
 
-    On the marts (aggregates over all attempts) agents, tasks and budgets select rows and a
-    suite keeps the agents and tasks that ran in it; scores and ranks are not recomputed. The
-    date range applies only to attempt-level views (the run explorer, the counted attempts).
+    ``suite`` chooses whose benchmark is shown: every mart is keyed by suite (its numbers are
+    computed from the runs that suite counts alone), so the pages always show one suite; None
+    only for a query of a one-suite snapshot. Agents, tasks and budgets then select rows (scores
+    and ranks are not recomputed). The date range applies only to attempt-level views (the run
+    explorer, the counted attempts).
     """
 
-    suites: tuple[str, ...] = ()
+    suite: str | None = None
     agents: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()
     budgets: tuple[int, ...] = ()
@@ -51,13 +53,27 @@ SETTING = ("agent_id", "task_id", "budget_seconds")
 
 
 def _where(
-    filters: Filters | None, columns: tuple[str, ...] = AGENT, *, attempts: bool = False
+    filters: Filters | None,
+    columns: tuple[str, ...] = AGENT,
+    *,
+    attempts: bool = False,
+    raw_runs: bool = False,
 ) -> tuple[str, list]:
     """SQL conditions (`` and ...``) and their parameters for ``filters`` on a table with the key
-    ``columns``; ``attempts``: a table of attempts (suite_id, created_at), where the suite and the
-    date range select attempts directly."""
+    ``columns`` (and suite_id); ``attempts``: a table of attempts (created_at), where the date
+    range selects attempts; ``raw_runs``: raw.runs itself, whose rows are in a suite when
+    ``marts.suite_runs`` says the suite counts them."""
     f = filters or NO_FILTERS
     sql, params = [], []
+    if f.suite is not None:
+        if raw_runs:
+            sql.append(
+                "(run_space, run_id) in "
+                "(select run_space, run_id from marts.suite_runs where suite_id = ?)"
+            )
+        else:
+            sql.append("suite_id = ?")
+        params.append(f.suite)
     for column, values, cast in (
         ("agent_id", f.agents, "varchar"),
         ("task_id", f.tasks, "varchar"),
@@ -66,24 +82,13 @@ def _where(
         if values and column in columns:
             sql.append(f"{column} in (select unnest(?::{cast}[]))")
             params.append(list(values))
-    if attempts:
-        if f.suites:
-            sql.append("suite_id in (select unnest(?::varchar[]))")
-            params.append(list(f.suites))
+    if attempts or raw_runs:
         if f.start is not None:
             sql.append("timezone('UTC', created_at)::date >= ?")
             params.append(f.start)
         if f.end is not None:
             sql.append("timezone('UTC', created_at)::date <= ?")
             params.append(f.end)
-    elif f.suites:  # an aggregate: keep the agents (and tasks) that ran in the suite
-        for column in ("agent_id", "task_id"):
-            if column in columns:
-                sql.append(
-                    f"{column} in (select {column} from display.suite_members "
-                    "where suite_id in (select unnest(?::varchar[])))"
-                )
-                params.append(list(f.suites))
     return "".join(f" and {c}" for c in sql), params
 
 
@@ -348,12 +353,12 @@ def setting_costs(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 RUN_COLUMNS = (
     "run_id, created_at, agent_id, task_id, budget_seconds, instruction_profile, attempt_index, "
     "status, score, local_validation_score, validation_code, wall_seconds, peak_memory_bytes, "
-    "tokens_in, tokens_out, cost_usd, suite_id"
+    "tokens_in, tokens_out, cost_usd, run_space"
 )
 
 
 def _runs_where(filters: Filters | None, statuses: tuple[str, ...]) -> tuple[str, list]:
-    where, params = _where(filters, SETTING, attempts=True)
+    where, params = _where(filters, SETTING, raw_runs=True)
     if statuses:
         where += " and status in (select unnest(?::varchar[]))"
         params.append(list(statuses))
@@ -386,13 +391,15 @@ def run_count(
     return int(frame["n"].iloc[0])
 
 
-def run_record(con: duckdb.DuckDBPyConnection, run_id: str) -> dict:
+def run_record(con: duckdb.DuckDBPyConnection, run_space: str, run_id: str) -> dict:
     """One attempt's full row of raw.runs (every record field, NULL as None), or {} if it is not
     there. Fetched as a Python row: a one-row DataFrame of its ~70 columns costs more than the
     query (~0.1 s)."""
     cursor = con.cursor()
     try:
-        cursor.execute("select * from raw.runs where run_id = ?", [run_id])
+        cursor.execute(
+            "select * from raw.runs where run_space = ? and run_id = ?", [run_space, run_id]
+        )
         row = cursor.fetchone()
         if row is None:
             return {}

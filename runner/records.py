@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import os
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -256,6 +256,12 @@ def iter_record_paths(runs_dir: Path) -> list[Path]:
             dirs.clear()
     found.sort()  # as strings: sorting 100,000 Path objects costs about a second
     return [Path(p) for p in found]
+
+
+def run_space(record_path: Path, runs_dir: Path) -> str:
+    """Where a record's run id is unique: the folder holding its run folder, relative to the runs
+    root, spelled as a suite's ``runs_subdir`` is ('demo', 'tml-v1', '.' for the root itself)."""
+    return PurePosixPath(os.path.relpath(record_path.parent.parent, runs_dir)).as_posix()
 
 
 def load_records(runs_dir: Path) -> list[RunRecord]:

@@ -67,7 +67,42 @@ def _lock_holder(message: str) -> str:
 
 def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw schema and its tables if they are not there yet (safe to call every time)."""
-    con.execute(RAW_DDL.read_text(encoding="utf-8"))
+    ddl = RAW_DDL.read_text(encoding="utf-8")
+    con.execute(ddl)
+    if "run_space" not in _columns(con, "raw", "runs"):
+        _add_run_spaces(con, ddl)
+
+
+def _columns(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> set[str]:
+    rows = con.execute(
+        "select column_name from duckdb_columns() where schema_name = ? and table_name = ?",
+        [schema, table],
+    ).fetchall()
+    return {name for (name,) in rows}
+
+
+def _add_run_spaces(con: duckdb.DuckDBPyConnection, ddl: str) -> None:
+    """Rebuild a raw.runs keyed by run_id alone (before run spaces) keyed by (run_space, run_id).
+
+    DuckDB cannot change a primary key in place, so the rows move to a new table in one
+    transaction. A record's space is the name of the folder holding its run folder (what a suite's
+    runs_subdir names; a suite whose runs_subdir is '.' gets the runs root's name instead: delete
+    the warehouse and load again to fix that); an imported run's is its source.
+    """
+    con.execute("begin transaction")
+    try:
+        con.execute("alter table raw.runs rename to runs_before_run_spaces")
+        con.execute(ddl)
+        con.execute(
+            "insert into raw.runs by name select *, case when source = 'tmlbench' then "
+            r"coalesce(nullif(regexp_extract(source_path, '([^/]+)/[^/]+/[^/]+$', 1), ''), '.')"
+            " else source end as run_space from raw.runs_before_run_spaces"
+        )
+        con.execute("drop table raw.runs_before_run_spaces")
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
 
 
 def one_row(con: duckdb.DuckDBPyConnection, query: str) -> tuple[Any, ...]:

@@ -1,10 +1,8 @@
 """The terminal leaderboard: the dbt marts of one suite, printed as rich tables.
 
 Nothing here computes a rule of the benchmark: every number is read from schema ``marts``
-(dbt_project/), the same tables the dashboard shows. The marts rank every agent in the
-warehouse; a suite selects rows, as the dashboard's suite filter does: the agents, tasks and
-budgets that have an attempt recorded under the suite. Scores and ranks are not recomputed,
-so an agent outside the suite on the same tasks moves the normalized points of those in it.
+(dbt_project/), the same tables the dashboard shows. Every mart is keyed by suite (each suite's
+benchmark is computed from the runs it counts alone), so a suite is a ``where suite_id = …``.
 """
 
 from __future__ import annotations
@@ -23,14 +21,6 @@ from warehouse.db import connect, one_row  # light: connect() imports duckdb whe
 if TYPE_CHECKING:
     import duckdb
 
-# What the suite selects: the agents, tasks and budgets with an attempt under the suite.
-# $suite is replaced by the quoted suite id (see _with_suite), not bound as a parameter.
-SUITE_ROWS = """
-    agent_id in (select agent_id from raw.runs where suite_id = $suite)
-    and task_id in (select task_id from raw.runs where suite_id = $suite)
-    and budget_seconds in (select budget_seconds from raw.runs where suite_id = $suite)
-"""
-
 RANKING = """
     select
         best.rank,
@@ -44,21 +34,25 @@ RANKING = """
         stability.rel_iqr
     from marts.leaderboard as best
     left join marts.leaderboard as all_cells
-        on all_cells.agent_id = best.agent_id and all_cells.variant = 'all_cells'
+        on all_cells.suite_id = best.suite_id and all_cells.agent_id = best.agent_id
+        and all_cells.variant = 'all_cells'
     left join marts.leaderboard as largest
-        on largest.agent_id = best.agent_id and largest.variant = 'largest_budget'
-    left join marts.rank_stability as ranks on ranks.agent_id = best.agent_id
-    left join marts.success_rates as rates on rates.agent_id = best.agent_id
-    left join marts.run_stability as stability on stability.agent_id = best.agent_id
-    where best.variant = 'best_budget'
-        and best.agent_id in (select agent_id from raw.runs where suite_id = $suite)
+        on largest.suite_id = best.suite_id and largest.agent_id = best.agent_id
+        and largest.variant = 'largest_budget'
+    left join marts.rank_stability as ranks
+        on ranks.suite_id = best.suite_id and ranks.agent_id = best.agent_id
+    left join marts.success_rates as rates
+        on rates.suite_id = best.suite_id and rates.agent_id = best.agent_id
+    left join marts.run_stability as stability
+        on stability.suite_id = best.suite_id and stability.agent_id = best.agent_id
+    where best.suite_id = $suite and best.variant = 'best_budget'
     order by best.rank, best.agent_id
 """
 
-SETTING_MEDIANS = f"""
+SETTING_MEDIANS = """
     select task_id, agent_id, budget_seconds, median_score
     from marts.setting_scores
-    where {SUITE_ROWS}
+    where suite_id = $suite
     order by task_id, agent_id, budget_seconds
 """
 
@@ -71,11 +65,23 @@ COUNTED_SUCCESSES = """
     )
 """
 
-NOT_RANKED = f"""
+NOT_RANKED = """
     select agent_id, task_id, budget_seconds, successes, missing
     from marts.coverage
-    where missing > 0 and {SUITE_ROWS}
+    where suite_id = $suite and missing > 0
     order by agent_id, task_id, budget_seconds
+"""
+
+# Suites with a file have a title in raw.suites; an import's suite (its source) has none.
+SUITES = """
+    select suite_id, max(title) as title, count(setting) > 0 as has_attempts
+    from (
+        select suite_id, title, null as setting from raw.suites
+        union all
+        select suite_id, null, agent_id from marts.coverage where attempts > 0
+    )
+    group by suite_id
+    order by suite_id
 """
 
 # The marts this command reads; a warehouse without them has not been built by dbt yet.
@@ -146,23 +152,20 @@ def _require_marts(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
 
 
 def _suite_title(con: duckdb.DuckDBPyConnection, warehouse: Path, suite_id: str) -> str:
-    suites: dict[str, str] = dict(
-        con.execute("select suite_id, title from raw.suites order by 1").fetchall()
-    )
+    suites = {sid: (title, any_runs) for sid, title, any_runs in con.execute(SUITES).fetchall()}
     if suite_id not in suites:
         known = ", ".join(suites) or "none"
         raise TmlbenchError(
-            f"unknown suite {suite_id!r} in the warehouse {warehouse} (raw.suites has: {known}); "
+            f"unknown suite {suite_id!r} in the warehouse {warehouse} (it has: {known}); "
             "load the suite files with `tmlbench warehouse build`"
         )
-    count = _with_suite("select count(*) from raw.runs where suite_id = $suite", suite_id)
-    (runs,) = one_row(con, count)
-    if not runs:
+    title, any_runs = suites[suite_id]
+    if not any_runs:
         raise TmlbenchError(
             f"the warehouse {warehouse} has no attempt of suite {suite_id!r}; run: "
             f"tmlbench bench --suite {suite_id}, then tmlbench warehouse build"
         )
-    return suites[suite_id]
+    return title or f"{suite_id} (imported)"
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -289,7 +289,8 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
 
 
 def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
-    """Replace raw.tasks, raw.suites and the spec rows of raw.agents with the current spec files.
+    """Replace raw.tasks, raw.suites (with raw.suite_settings) and the spec rows of raw.agents with
+    the current spec files.
 
     Agents that exist only in imported data (source 'tml-bench') keep their rows; an agent
     with a spec gets the spec's row, whatever was there before. Suites are loaded for the rules
@@ -304,15 +305,19 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
     task_rows = _task_rows(tasks, paths.tasks_dir, now)
     agent_rows = _agent_rows(agents, now)
     suite_rows = _suite_rows(suites, now)
+    setting_rows = _suite_setting_rows([suite for suite, _ in suites])
     con.execute("begin transaction")
     try:
         con.register("_tmlbench_tasks", task_rows)
         con.register("_tmlbench_agents", agent_rows)
         con.register("_tmlbench_suites", suite_rows)
+        con.register("_tmlbench_suite_settings", setting_rows)
         con.execute("delete from raw.tasks")
         con.execute("insert into raw.tasks by name select * from _tmlbench_tasks")
         con.execute("delete from raw.suites")
         con.execute("insert into raw.suites by name select * from _tmlbench_suites")
+        con.execute("delete from raw.suite_settings")
+        con.execute("insert into raw.suite_settings by name select * from _tmlbench_suite_settings")
         con.execute(
             "delete from raw.agents where source = 'spec' "
             "or agent_id in (select agent_id from _tmlbench_agents)"
@@ -326,6 +331,7 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
         con.unregister("_tmlbench_tasks")
         con.unregister("_tmlbench_agents")
         con.unregister("_tmlbench_suites")
+        con.unregister("_tmlbench_suite_settings")
     return {"tasks": len(tasks), "agents": len(agents), "suites": len(suites)}
 
 
@@ -387,8 +393,28 @@ def _suite_rows(suites: list[tuple[SuiteSpec, str]], now: dt.datetime) -> pa.Tab
             "harness_error_ceiling": pa.array(
                 [s.harness_error_ceiling for s, _ in suites], pa.int32()
             ),
+            "runs_subdir": pa.array([s.runs_subdir for s, _ in suites], pa.string()),
             "spec_sha256": pa.array([sha for _, sha in suites], pa.string()),
             "loaded_at": pa.array([now] * len(suites), pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def _suite_setting_rows(suites: list[SuiteSpec]) -> pa.Table:
+    """raw.suite_settings rows: every (agent, task, budget) each suite lists."""
+    rows = [
+        (suite.id, agent, task, budget)
+        for suite in suites
+        for agent in suite.agents
+        for task in suite.tasks
+        for budget in suite.budgets
+    ]
+    names = ("suite_id", "agent_id", "task_id", "budget_seconds")
+    types = (pa.string(), pa.string(), pa.string(), pa.int32())
+    return pa.table(
+        {
+            name: pa.array([row[i] for row in rows], kind)
+            for i, (name, kind) in enumerate(zip(names, types, strict=True))
         }
     )
 

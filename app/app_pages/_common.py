@@ -19,7 +19,7 @@ RUN_HINT = (
 )
 # session-state keys of the sidebar filters (app/router.py draws them)
 FILTER_KEYS = {
-    "suites": "filter_suites",
+    "suite": "filter_suite",
     "agents": "filter_agents",
     "tasks": "filter_tasks",
     "budgets": "filter_budgets",
@@ -28,10 +28,11 @@ FILTER_KEYS = {
 DATE_BOUNDS_KEY = "filter_date_bounds"
 FILTERS_OPEN_KEY = "filters_open"  # the sidebar's Filters expander (drawn only when open)
 FILTER_SCOPE = (
-    "Agents, tasks, budgets and suite narrow every table and chart; scores, ranks and other "
-    "aggregates are computed over all attempts and are not recomputed (a suite keeps the agents "
-    "and tasks that ran in it). The date range applies to attempt-level views only: the run "
-    "explorer and the counted attempts on the Settings page."
+    "The suite chooses whose benchmark every page shows: each suite's scores, ranks and rates "
+    "are computed from the attempts it counts alone (the runs in its folder, of the settings its "
+    "file lists). Agents, tasks and budgets narrow its tables and charts; scores and ranks are "
+    "not recomputed. The date range applies to attempt-level views only: the run explorer and "
+    "the counted attempts on the Settings page."
 )
 
 
@@ -163,7 +164,9 @@ def sidebar_filters(path: Path) -> None:
         if not box.open:
             return
         if options["suites"]:
-            box.multiselect("Suites", options["suites"], key=FILTER_KEYS["suites"])
+            if state.get(FILTER_KEYS["suite"]) not in options["suites"]:
+                state[FILTER_KEYS["suite"]] = default_suite(options["suites"])
+            box.selectbox("Suite", options["suites"], key=FILTER_KEYS["suite"])
         box.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
         box.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
         box.multiselect("Budgets (s)", options["budgets"], key=FILTER_KEYS["budgets"])
@@ -180,9 +183,20 @@ def sidebar_filters(path: Path) -> None:
         box.caption(FILTER_SCOPE)
 
 
-def current_filters() -> queries.Filters:
-    """The sidebar's filters as a ``queries.Filters`` (all empty when no sidebar is drawn)."""
+def default_suite(suites: list[str]) -> str:
+    """The suite shown until another is chosen: the demo's when there is one (what `make run`
+    builds), else the first."""
+    return "demo" if "demo" in suites else suites[0]
+
+
+def current_filters(path: Path) -> queries.Filters:
+    """The sidebar's filters as a ``queries.Filters``: the chosen suite (the default one until a
+    suite is chosen) and the other filters' selections (empty: all)."""
     state = st.session_state
+    suites = query("filter_options", path)["suites"]
+    suite = state.get(FILTER_KEYS["suite"])
+    if suite not in suites:
+        suite = default_suite(suites) if suites else None
     dates = state.get(FILTER_KEYS["dates"]) or ()
     start = end = None
     if (
@@ -192,7 +206,7 @@ def current_filters() -> queries.Filters:
     ):
         start, end = dates
     return queries.Filters(
-        suites=tuple(state.get(FILTER_KEYS["suites"]) or ()),
+        suite=suite,
         agents=tuple(state.get(FILTER_KEYS["agents"]) or ()),
         tasks=tuple(state.get(FILTER_KEYS["tasks"]) or ()),
         budgets=tuple(int(b) for b in state.get(FILTER_KEYS["budgets"]) or ()),
@@ -202,11 +216,11 @@ def current_filters() -> queries.Filters:
 
 
 def filters_note(filters: queries.Filters) -> None:
-    """Say which filters are active on this page (nothing when none is)."""
+    """Say which suite this page shows and which filters are active."""
     active = [  # agent and suite ids come from spec files and imported results: literal
         f"{label}: {', '.join(literal(v) for v in values)}"
         for label, values in (
-            ("suites", filters.suites),
+            ("suite", (filters.suite,) if filters.suite else ()),
             ("agents", filters.agents),
             ("tasks", filters.tasks),
             ("budgets", filters.budgets),
@@ -216,7 +230,7 @@ def filters_note(filters: queries.Filters) -> None:
     if filters.start is not None:
         active.append(f"created {filters.start} – {filters.end} (attempt-level views)")
     if active:
-        st.caption("Filtered · " + " · ".join(active))
+        st.caption(" · ".join(active))
 
 
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:

@@ -53,7 +53,7 @@ st.caption(
     "the mean cost of a counted attempt; empty when the cost is unknown or 0."
 )
 path = snapshot_or_stop()
-filters = current_filters()
+filters = current_filters(path)
 filters_note(filters)
 
 agents = query("agent_costs", path, filters)

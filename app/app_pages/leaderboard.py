@@ -133,7 +133,7 @@ def score_chart(board, primary: bool) -> dict:
 
 st.title("Leaderboard")
 path = snapshot_or_stop()
-filters = current_filters()
+filters = current_filters(path)
 filters_note(filters)
 
 variant = st.selectbox(

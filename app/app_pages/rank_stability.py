@@ -16,7 +16,7 @@ from app.app_pages._common import (
 
 st.title("Rank stability")
 path = snapshot_or_stop()
-filters = current_filters()
+filters = current_filters(path)
 filters_note(filters)
 
 stability = query("rank_stability", path, filters)

@@ -229,7 +229,7 @@ def show_record(record: dict) -> None:
 NOT_HERE = "Not available on this machine (no such file next to the loaded record)."
 st.title("Run explorer")
 path = snapshot_or_stop()
-filters = current_filters()
+filters = current_filters(path)
 filters_note(filters)
 
 options = query("filter_options", path)
@@ -255,12 +255,14 @@ st.download_button(
 
 
 @st.fragment
-def show_attempt(path: Path, run_ids: list[str]) -> None:
+def show_attempt(path: Path, spaces: dict[str, str]) -> None:
     """The attempt chosen in the box, with its record, messages, twins and files. A fragment:
     choosing another attempt reruns only this, not the router, the sidebar and the attempts
-    table above (2,000 rows sent to the browser again)."""
-    run_id = st.selectbox("Open an attempt", run_ids, key="run_id")
-    record = queries.run_record(connection(path), run_id)  # one row, ~10 ms: not cached
+    table above (2,000 rows sent to the browser again).
+
+    spaces: run id -> run space of the attempts shown (a suite's run ids are unique)."""
+    run_id = st.selectbox("Open an attempt", list(spaces), key="run_id")
+    record = queries.run_record(connection(path), spaces[run_id], run_id)  # ~10 ms: not cached
     st.subheader(literal(run_id))
     if record.get("validation_code"):
         # the grader's message quotes the submission (its header, its ids): the agent's text
@@ -298,5 +300,5 @@ def show_attempt(path: Path, run_ids: list[str]) -> None:
 
 
 if not shown.empty:
-    show_attempt(path, shown["run_id"].tolist())
+    show_attempt(path, dict(zip(shown["run_id"], shown["run_space"], strict=True)))
 footer(path)

@@ -17,7 +17,7 @@ from app.app_pages._common import (
 st.title("Scores per setting")
 st.caption("Median of the counted successes of each agent × task × budget; bars span Q1–Q3.")
 path = snapshot_or_stop()
-filters = current_filters()
+filters = current_filters(path)
 filters_note(filters)
 
 scores = query("setting_scores", path, filters)

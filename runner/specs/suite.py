@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from pydantic import Field, field_validator, model_validator
 
 from runner.instructions import unknown_profile
@@ -79,6 +81,17 @@ class SuiteSpec(Frozen):
                 f"has this many harness_error attempts), got {value!r}"
             )
         return value
+
+    @field_validator("data_subdir", "runs_subdir")
+    @classmethod
+    def _folder_below_root(cls, value: str) -> str:
+        # One spelling per folder ("./demo/" is "demo"): raw.runs.run_space is compared with it.
+        folder = PurePosixPath(value)
+        if folder.is_absolute() or ".." in folder.parts or "\\" in value:
+            raise ValueError(
+                f"must be a folder below the data/runs root, written with '/', got {value!r}"
+            )
+        return folder.as_posix()
 
     @model_validator(mode="after")
     def _consistent_suite(self) -> SuiteSpec:

@@ -15,12 +15,18 @@ from runner.records import RunRecord
 from tests.support.records import T0
 
 
+DEFAULT_SUITE = "test"  # the suite of a record that names none
+
+
 def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> None:
-    """Insert records into raw.runs the way the loader would (record fields + bookkeeping)."""
+    """Insert records into raw.runs the way the loader would (record fields + bookkeeping), each
+    in the folder of the suite it records (run_space = suite id), and make each suite count
+    them as its suite file would: a raw.suites row (unless there is one) and its settings."""
     rows = [
         {
             **r.model_dump(),
-            "source": "test",
+            "run_space": r.suite_id or DEFAULT_SUITE,
+            "source": "tmlbench",
             "record_sha256": "x",
             "loaded_at": T0,
             **overrides,
@@ -28,6 +34,19 @@ def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> N
         for r in records
     ]
     _insert(path, "runs", rows)
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "insert into raw.suites by name select distinct run_space as suite_id, "
+            "run_space as title, 5 as attempts, 10 as attempt_ceiling, "
+            "3 as harness_error_ceiling, run_space as runs_subdir, 'x' as spec_sha256, "
+            "now() as loaded_at from raw.runs where source = 'tmlbench' "
+            "and run_space not in (select suite_id from raw.suites)"
+        )
+        con.execute(
+            "insert or ignore into raw.suite_settings by name select distinct "
+            "run_space as suite_id, agent_id, task_id, budget_seconds from raw.runs "
+            "where source = 'tmlbench' and budget_seconds is not null"
+        )
 
 
 def insert_tasks(path: Path, tasks: dict[str, tuple[str, dt.date | None]]) -> None:
@@ -72,21 +91,23 @@ def insert_suites(path: Path, ceilings: dict[str, int]) -> None:
             "attempts": 5,
             "attempt_ceiling": 10,
             "harness_error_ceiling": ceiling,
+            "runs_subdir": suite_id,
             "spec_sha256": "x",
             "loaded_at": T0,
         }
         for suite_id, ceiling in ceilings.items()
     ]
-    _insert(path, "suites", rows)
+    _insert(path, "suites", rows, replace=True)
 
 
-def _insert(path: Path, table: str, rows: list[dict[str, Any]]) -> None:
+def _insert(path: Path, table: str, rows: list[dict[str, Any]], replace: bool = False) -> None:
     from warehouse.marts import ensure_raw_schema
 
     ensure_raw_schema(path)
     frame = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB's replacement scan)
+    verb = "insert or replace" if replace else "insert"
     with duckdb.connect(str(path)) as con:
-        con.execute(f"insert into raw.{table} by name select * from frame")
+        con.execute(f"{verb} into raw.{table} by name select * from frame")
 
 
 def read_mart(path: Path, name: str) -> pd.DataFrame:

@@ -1,10 +1,15 @@
 -- The raw schema: what the loader writes and dbt's sources read. Applied idempotently
--- (every statement may run again: IF NOT EXISTS, or a DROP NOT NULL that is already dropped). One row per attempt in raw.runs, keyed by run_id;
--- columns mirror runner.records.RunRecord field for field, plus load bookkeeping.
+-- (every statement may run again: IF NOT EXISTS, or a DROP NOT NULL that is already dropped). One row per attempt in raw.runs, keyed by
+-- (run_space, run_id); columns mirror runner.records.RunRecord field for field, plus load bookkeeping.
 create schema if not exists raw;
 
 create table if not exists raw.runs (
-    run_id                  varchar primary key,
+    -- Where the run's id is unique. A tmlbench record: the folder holding its run folder,
+    -- relative to the runs root, as a suite's runs_subdir names it ('demo', 'tml-v1', '.').
+    -- An imported run: its source ('tml-bench'). Two suites' folders can hold the same run id
+    -- (the demo and tml-v1 both run baseline-gbm on the same tasks); they are two runs.
+    run_space               varchar not null,
+    run_id                  varchar not null,
     schema_version          integer not null,
     created_at              timestamptz not null,
     finished_at             timestamptz,
@@ -91,7 +96,8 @@ create table if not exists raw.runs (
     loaded_at               timestamptz not null,
     source_fields           json,              -- imported rows: the source's fields with no column here
     check (status = 'success' or (score is null and score_hib is null)),
-    check (status <> 'success' or metric_direction is not null)
+    check (status <> 'success' or metric_direction is not null),
+    primary key (run_space, run_id)
 );
 
 -- Record schema 2 (agent usage): warehouses created before it get the columns here.
@@ -167,6 +173,20 @@ create table if not exists raw.suites (
     harness_error_ceiling   integer not null check (harness_error_ceiling >= 1),  -- harness_error attempts per setting before it gets no more
     spec_sha256             varchar not null,
     loaded_at               timestamptz not null
+);
+-- The folder (below the runs root) whose records the suite counts: raw.runs.run_space.
+alter table raw.suites add column if not exists runs_subdir varchar;
+
+-- Every setting a suite file lists (agents × tasks × budgets), replaced with raw.suites: a run
+-- counts for a suite when it lies in the suite's runs_subdir and its setting is one of these, so
+-- runs shared by suites (tml-v1's baselines) count for each, and an agent removed from a suite
+-- leaves its marts while its runs stay in raw.runs.
+create table if not exists raw.suite_settings (
+    suite_id                varchar not null,
+    agent_id                varchar not null,
+    task_id                 varchar not null,
+    budget_seconds          integer not null check (budget_seconds > 0),
+    primary key (suite_id, agent_id, task_id, budget_seconds)
 );
 
 -- Reference scores the original TML-bench recorded per competition (its `baselines` table:

@@ -9,11 +9,13 @@ source as (
 renamed as (
 
     select
-        -- ids
+        -- ids: a run is (run_space, run_id); run ids repeat across spaces (raw.runs)
+        run_space,
         run_id,
         agent_id,
         task_id,
-        suite_id,
+        -- the suite that ran it first (several suites can count it: int_setting_runs)
+        suite_id as recorded_suite_id,
 
         -- setting and attempt
         budget_seconds::integer as budget_seconds,
