@@ -9,9 +9,21 @@ Rules (the warehouse half of "records are immutable"):
   rejected with a message naming the file and the problem, and the others still load;
 * one transaction per load: all new rows go in together, or (on any failure) none do.
 
-Speed: records are parsed by pydantic-core straight from bytes, turned into one Arrow table
-and inserted with one ``INSERT ... BY NAME`` statement; existing run_ids are looked up with one
-join. 100,000 records load in a few seconds (see benchmarks/warehouse_load.py).
+Speed: a load grows with what is new, not with what exists.
+
+* ``raw.record_files`` indexes every file loaded (path, size, mtime, ctime, inode, sha256): a
+  scan stats each ``record.json`` (one ``lstat`` per run folder, warehouse/record_files.py) and
+  only files that are new, whose stat changed, or whose run is no longer loaded are read. A file
+  read again is hashed: the same content is unchanged (its index row is refreshed), other
+  content under a loaded run_id is the immutability violation it always was. ``rehash=True``
+  reads and hashes every file (no parse for the unchanged): a change that kept size, mtime,
+  ctime and inode (only possible by writing the disk under the filesystem or resetting the
+  clock) is seen then.
+* New files are parsed in bulk by DuckDB (warehouse/bulk_records.py: both cores, no Python
+  object per record); only those its strict checks do not accept go through pydantic one by one,
+  so a rejection reads exactly as it always did.
+* ``prefixes`` limits a load to the run folders directly under ``runs_dir`` whose names start
+  with them (the settings a Dagster materialization just ran).
 """
 
 from __future__ import annotations
@@ -20,7 +32,6 @@ import datetime as dt
 import hashlib
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,15 +41,26 @@ from pydantic import ValidationError
 
 from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
-from runner.records import RunRecord, iter_record_paths
+from runner.records import RunRecord
 from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
+from warehouse.bulk_records import FieldRule, bulk_parse, check_columns, field_rules
 from warehouse.db import apply_ddl
+from warehouse.record_files import (
+    FileStat,
+    ReadFile,
+    Unreadable,
+    read_record_files,
+    scan_record_files,
+)
 
 SOURCE_TMLBENCH = "tmlbench"
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.model_fields)
 _FIELD_GETTER = operator.itemgetter(*RUN_FIELDS)
 BOOKKEEPING = ("source", "source_path", "record_sha256", "loaded_at", "source_fields")
+RULES: tuple[FieldRule, ...] = tuple(field_rules())
+# Files parsed per DuckDB statement: bounds the memory a load of a million records needs.
+BULK_BATCH = 20_000
 
 _ARROW_TYPES = {
     "VARCHAR": pa.string(),
@@ -56,11 +78,16 @@ _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What one load did: rows inserted, records already there, records refused (path, why)."""
+    """What one load did: rows inserted, records already there, records refused (path, why).
+
+    ``parsed`` (not part of equality) counts the files this load parsed: the others were known
+    from the index, or read and found unchanged by their hash.
+    """
 
     new: int
     unchanged: int
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    parsed: int = field(default=0, compare=False)
 
     @property
     def total(self) -> int:
@@ -78,50 +105,179 @@ class Candidate:
     source_fields: str | None = None
 
 
-def load_runs(con: duckdb.DuckDBPyConnection, runs_dir: Path) -> LoadReport:
-    """Ingest every ``record.json`` under ``runs_dir`` (workspaces are never searched)."""
+@dataclass(frozen=True)
+class _Entry:
+    """A record on its way in, parsed either way: a Candidate, or row ``row`` of a bulk table."""
+
+    run_id: str
+    source_path: str
+    record_sha256: str
+    candidate: Candidate | None = None
+    table: int = -1  # index into the bulk tables
+    row: int = -1
+    stat: FileStat | None = None  # record files: what the index keeps of them
+
+
+def load_runs(
+    con: duckdb.DuckDBPyConnection,
+    runs_dir: Path,
+    *,
+    prefixes: Sequence[str] | None = None,
+    rehash: bool = False,
+) -> LoadReport:
+    """Ingest every ``record.json`` under ``runs_dir`` (workspaces are never searched).
+
+    ``prefixes``: only the run folders directly under ``runs_dir`` whose names start with one
+    of them. ``rehash``: read and hash every file, not only those whose stat changed.
+    """
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise TmlbenchError(f"runs directory {runs_dir} does not exist")
-    candidates: list[Candidate] = []
+    apply_ddl(con)
+    root = runs_dir.resolve()
+    scanned = scan_record_files(root, prefixes)
+    indexed, to_read = _index_lookup(con, scanned, rehash)
+    known = {path: hit for path, hit in to_read if hit is not None}
+    columns = _run_columns(con)
+
     rejected: list[tuple[str, str]] = []
-    for path, data in _read_all(iter_record_paths(runs_dir.resolve())):
-        if isinstance(data, OSError):
-            rejected.append((str(path), f"{path}: cannot read: {data.strerror or data}"))
+    refreshed: list[_Entry] = []  # read again, same content as loaded: only the stat is new
+    tables: list[pa.Table] = []
+    entries: list[_Entry] = []
+    parsed = 0
+    for batch in _batches(read_record_files([path for path, _ in to_read]), BULK_BATCH):
+        to_parse: list[ReadFile] = []
+        for item in batch:
+            if isinstance(item, Unreadable):
+                rejected.append((item.path, item.message))
+            elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
+                refreshed.append(_Entry(hit[1], item.path, item.sha256, stat=item.stat))
+            else:
+                to_parse.append(item)
+        parsed += len(to_parse)
+        batch_entries, batch_rejected, table = _parse(con, to_parse, columns, len(tables))
+        entries += batch_entries
+        rejected += batch_rejected
+        if table is not None:
+            tables.append(table)
+    entries.sort(key=lambda e: e.source_path)
+    report = _ingest(
+        con,
+        entries,
+        rejected,
+        source=SOURCE_TMLBENCH,
+        columns=columns,
+        tables=tables,
+        refreshed=refreshed,
+        # a full scan saw every file under root: index rows of files gone since are dropped
+        prune=(str(root), [path for path, _ in scanned]) if prefixes is None else None,
+    )
+    return LoadReport(
+        new=report.new,
+        unchanged=report.unchanged + indexed + len(refreshed),
+        rejected=report.rejected,
+        parsed=parsed,
+    )
+
+
+def _index_lookup(
+    con: duckdb.DuckDBPyConnection, scanned: Sequence[tuple[str, FileStat]], rehash: bool
+) -> tuple[int, list[tuple[str, tuple[str, str] | None]]]:
+    """How many scanned files the index knows unchanged, and the rest: each with the (sha256,
+    run_id) the index has for its path while that run is loaded with that content, else None.
+
+    An index row counts only while raw.runs holds its run with its hash: a run deleted from the
+    warehouse is read, and loaded, again.
+    """
+    if not scanned:
+        return 0, []
+    files = pa.table(
+        {
+            "path": pa.array([p for p, _ in scanned], pa.string()),
+            "size": pa.array([s.size for _, s in scanned], pa.int64()),
+            "mtime_ns": pa.array([s.mtime_ns for _, s in scanned], pa.int64()),
+            "ctime_ns": pa.array([s.ctime_ns for _, s in scanned], pa.int64()),
+            "inode": pa.array([s.inode for _, s in scanned], pa.uint64()),
+        }
+    )
+    same = (
+        "false"
+        if rehash
+        else (
+            "(f.size = s.size and f.mtime_ns = s.mtime_ns and f.ctime_ns = s.ctime_ns "
+            "and f.inode = s.inode)"
+        )
+    )
+    con.register("_tmlbench_scanned", files)
+    try:
+        rows = con.execute(
+            "with indexed as (\n"
+            "    select f.* from raw.record_files f\n"
+            "    join raw.runs r on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
+            "), looked_up as (\n"
+            f"    select s.path, f.record_sha256, f.run_id, coalesce({same}, false) as same\n"
+            "    from _tmlbench_scanned s left join indexed f using (path)\n"
+            ")\n"
+            "select path, record_sha256, run_id from looked_up where not same order by path"
+        ).fetchall()
+    finally:
+        con.unregister("_tmlbench_scanned")
+    to_read = [(path, (sha, run_id) if sha is not None else None) for path, sha, run_id in rows]
+    return len(scanned) - len(to_read), to_read
+
+
+def _batches(
+    items: Iterator[ReadFile | Unreadable], size: int
+) -> Iterator[list[ReadFile | Unreadable]]:
+    batch: list[ReadFile | Unreadable] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _parse(
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[ReadFile],
+    columns: dict[str, str],
+    table_index: int,
+) -> tuple[list[_Entry], list[tuple[str, str]], pa.Table | None]:
+    """Parse ``files``: in bulk, then one by one (pydantic) those the bulk checks refused."""
+    if not files:
+        return [], [], None
+    try:
+        accepted: pa.Table | None = bulk_parse(con, [f.data for f in files], RULES, columns)
+    except duckdb.Error:  # the bulk path only ever decides who is quick: pydantic judges all
+        accepted = None
+    positions = accepted.column("i").to_pylist() if accepted is not None else []
+    run_ids = accepted.column("run_id").to_pylist() if accepted is not None else []
+    entries = [
+        _Entry(
+            run_id, files[i].path, files[i].sha256, table=table_index, row=row, stat=files[i].stat
+        )
+        for row, (i, run_id) in enumerate(zip(positions, run_ids, strict=True))
+    ]
+    rejected: list[tuple[str, str]] = []
+    taken = set(positions)
+    for i, f in enumerate(files):
+        if i in taken:
             continue
         try:
-            record = RunRecord.model_validate_json(data)
+            record = RunRecord.model_validate_json(f.data)
         except ValidationError as exc:
             rejected.append(
-                (str(path), f"{path}: not a valid run record: {describe_validation_error(exc)}")
+                (f.path, f"{f.path}: not a valid run record: {describe_validation_error(exc)}")
             )
             continue
-        candidates.append(Candidate(record, str(path), hashlib.sha256(data).hexdigest()))
-    return ingest(con, candidates, rejected, source=SOURCE_TMLBENCH)
-
-
-def _read_all(paths: Sequence[Path], chunk: int = 1000) -> Iterator[tuple[Path, bytes | OSError]]:
-    """The bytes of every file, in order, read ahead by worker threads.
-
-    File I/O releases the GIL, so reading overlaps with validating the previous chunk.
-    """
-
-    def read_chunk(part: Sequence[Path]) -> list[tuple[Path, bytes | OSError]]:
-        out: list[tuple[Path, bytes | OSError]] = []
-        for path in part:
-            try:
-                with open(path, "rb") as fh:
-                    out.append((path, fh.read()))
-            except OSError as exc:
-                out.append((path, exc))
-        return out
-
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tmlbench-read") as pool:
-        futures = [
-            pool.submit(read_chunk, paths[i : i + chunk]) for i in range(0, len(paths), chunk)
-        ]
-        for future in futures:
-            yield from future.result()
+        entries.append(
+            _Entry(
+                record.run_id, f.path, f.sha256, Candidate(record, f.path, f.sha256), stat=f.stat
+            )
+        )
+    return entries, rejected, accepted.drop_columns(["i"]) if accepted is not None else None
 
 
 def ingest(
@@ -138,53 +294,76 @@ def ingest(
     add agents and renumber attempts), so it too is all-or-nothing.
     """
     apply_ddl(con)
+    entries = [
+        _Entry(c.record.run_id, c.source_path, c.record_sha256, candidate=c) for c in candidates
+    ]
+    return _ingest(
+        con, entries, rejected, source=source, columns=_run_columns(con),
+        in_transaction=in_transaction,
+    )  # fmt: skip
+
+
+def _ingest(
+    con: duckdb.DuckDBPyConnection,
+    entries: Sequence[_Entry],
+    rejected: Iterable[tuple[str, str]],
+    *,
+    source: str,
+    columns: dict[str, str],
+    tables: Sequence[pa.Table] = (),
+    refreshed: Sequence[_Entry] = (),
+    prune: tuple[str, list[str]] | None = None,
+    in_transaction: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> LoadReport:
+    """The one transaction of a load: new rows in, record files indexed, conflicts reported."""
     rejected = list(rejected)
-    columns = _run_columns(con)
     int_checks = _int_checks(columns)
 
     # Values the raw schema's constraints would refuse are rejected per record here, so one bad
-    # record cannot fail the whole insert.
-    first: dict[str, Candidate] = {}
-    unchanged = 0
-    for cand in candidates:
-        problem = _constraint_problem(cand.record, int_checks)
-        if problem:
-            rejected.append((cand.source_path, f"{cand.source_path}: {problem}"))
-            continue
-        seen = first.get(cand.record.run_id)
+    # record cannot fail the whole insert (bulk-parsed records were checked in SQL already).
+    first: dict[str, _Entry] = {}
+    unchanged: list[_Entry] = []
+    for entry in entries:
+        if entry.candidate is not None:
+            problem = _constraint_problem(entry.candidate.record, int_checks)
+            if problem:
+                rejected.append((entry.source_path, f"{entry.source_path}: {problem}"))
+                continue
+        seen = first.get(entry.run_id)
         if seen is None:
-            first[cand.record.run_id] = cand
-        elif seen.record_sha256 == cand.record_sha256:
-            unchanged += 1
+            first[entry.run_id] = entry
+        elif seen.record_sha256 == entry.record_sha256:
+            unchanged.append(entry)
         else:
             rejected.append(
                 (
-                    cand.source_path,
-                    f"records are immutable; {cand.source_path} differs from the loaded one "
-                    f"(loaded from {seen.source_path}, run_id {cand.record.run_id})",
+                    entry.source_path,
+                    f"records are immutable; {entry.source_path} differs from the loaded one "
+                    f"(loaded from {seen.source_path}, run_id {entry.run_id})",
                 )
             )
 
     con.execute("begin transaction")
     try:
-        existing = _existing(con, first.values())
-        new: list[Candidate] = []
-        for run_id, cand in first.items():
+        existing = _existing(con, first)
+        new: list[_Entry] = []
+        for run_id, entry in first.items():
             hit = existing.get(run_id)
             if hit is None:
-                new.append(cand)
-            elif hit[0] == cand.record_sha256:
-                unchanged += 1
+                new.append(entry)
+            elif hit[0] == entry.record_sha256:
+                unchanged.append(entry)
             else:
                 rejected.append(
                     (
-                        cand.source_path,
-                        f"records are immutable; {cand.source_path} differs from the loaded one "
+                        entry.source_path,
+                        f"records are immutable; {entry.source_path} differs from the loaded one "
                         f"(loaded from {hit[1]}, run_id {run_id})",
                     )
                 )
         if new:
-            _insert_runs(con, _runs_table(new, columns, source))
+            _insert_runs(con, _runs_table(new, columns, source, tables))
+        _update_index(con, [e for e in (*new, *unchanged, *refreshed) if e.stat is not None], prune)
         if in_transaction is not None:
             in_transaction(con)
         con.execute("commit")
@@ -195,7 +374,7 @@ def ingest(
                 f"loading into raw.runs failed, nothing was loaded (rolled back): {exc}"
             ) from exc
         raise
-    return LoadReport(new=len(new), unchanged=unchanged, rejected=rejected)
+    return LoadReport(new=len(new), unchanged=len(unchanged), rejected=rejected)
 
 
 def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -204,13 +383,14 @@ def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         "select column_name, data_type from information_schema.columns "
         "where table_schema = 'raw' and table_name = 'runs' order by ordinal_position"
     ).fetchall()
-    columns = dict(rows)
+    columns: dict[str, str] = dict(rows)
     missing = [f for f in (*RUN_FIELDS, *BOOKKEEPING) if f not in columns]
     if missing:
         raise TmlbenchError(
             f"raw.runs has no column for {', '.join(missing)}: warehouse/ddl/raw.sql is behind "
             "runner.records.RunRecord (add the columns there)"
         )
+    check_columns(RULES, columns)
     return columns
 
 
@@ -240,11 +420,9 @@ def _constraint_problem(
     return None
 
 
-def _existing(
-    con: duckdb.DuckDBPyConnection, candidates: Iterable[Candidate]
-) -> dict[str, tuple[str, str]]:
-    """run_id -> (record_sha256, source_path) of the candidates already in raw.runs (one query)."""
-    ids = pa.table({"run_id": pa.array([c.record.run_id for c in candidates], pa.string())})
+def _existing(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """run_id -> (record_sha256, source_path) of the given runs already in raw.runs (one query)."""
+    ids = pa.table({"run_id": pa.array(list(run_ids), pa.string())})
     if ids.num_rows == 0:
         return {}
     con.register("_tmlbench_candidate_ids", ids)
@@ -258,22 +436,60 @@ def _existing(
     return {run_id: (sha, path) for run_id, sha, path in rows}
 
 
-def _runs_table(new: Sequence[Candidate], columns: dict[str, str], source: str) -> pa.Table:
+def _record_schema(columns: dict[str, str]) -> pa.Schema:
+    return pa.schema([(name, _ARROW_TYPES[columns[name]]) for name in RUN_FIELDS])
+
+
+def _runs_table(
+    new: Sequence[_Entry], columns: dict[str, str], source: str, tables: Sequence[pa.Table]
+) -> pa.Table:
+    """The rows to insert, in ``new``'s order: bulk rows taken from their tables, the others
+    transposed from their models."""
+    schema = _record_schema(columns)
+    parts: list[pa.Table] = []
+    order: list[int] = []  # position in ``new`` of each row of the concatenated parts
+    for t, table in enumerate(tables):
+        picked = [(k, e.row) for k, e in enumerate(new) if e.table == t]
+        if picked:
+            parts.append(table.take([row for _, row in picked]).cast(schema))
+            order += [k for k, _ in picked]
+    modelled = [(k, e.candidate) for k, e in enumerate(new) if e.candidate is not None]
+    if modelled:
+        parts.append(_model_rows([c for _, c in modelled], schema))
+        order += [k for k, _ in modelled]
+    records = pa.concat_tables(parts)
+    if order != sorted(order):
+        inverse = [0] * len(order)
+        for position, k in enumerate(order):
+            inverse[k] = position
+        records = records.take(inverse)
+    n = len(new)
+    now = dt.datetime.now(dt.UTC)
+    bookkeeping = {
+        "source": pa.array([source] * n, pa.string()),
+        "source_path": pa.array([e.source_path for e in new], pa.string()),
+        "record_sha256": pa.array([e.record_sha256 for e in new], pa.string()),
+        "source_fields": pa.array(
+            [e.candidate.source_fields if e.candidate else None for e in new], pa.string()
+        ),
+        "loaded_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+    }
+    for name, array in bookkeeping.items():
+        records = records.append_column(name, array)
+    return records
+
+
+def _model_rows(candidates: Sequence[Candidate], schema: pa.Schema) -> pa.Table:
     # Transpose records into columns with C-level itemgetter/zip (a comprehension per column is
     # several times slower at 100k rows).
-    rows = map(_FIELD_GETTER, (c.record.__dict__ for c in new))
-    arrays = {
-        name: pa.array(values, _ARROW_TYPES[columns[name]])
-        for name, values in zip(RUN_FIELDS, zip(*rows, strict=True), strict=True)
-    }
-    n = len(new)
-    arrays["source"] = pa.array([source] * n, pa.string())
-    arrays["source_path"] = pa.array([c.source_path for c in new], pa.string())
-    arrays["record_sha256"] = pa.array([c.record_sha256 for c in new], pa.string())
-    arrays["source_fields"] = pa.array([c.source_fields for c in new], pa.string())
-    now = dt.datetime.now(dt.UTC)
-    arrays["loaded_at"] = pa.array([now] * n, pa.timestamp("us", tz="UTC"))
-    return pa.table(arrays)
+    rows = map(_FIELD_GETTER, (c.record.__dict__ for c in candidates))
+    return pa.table(
+        {
+            name: pa.array(values, schema.field(name).type)
+            for name, values in zip(RUN_FIELDS, zip(*rows, strict=True), strict=True)
+        },
+        schema=schema,
+    )
 
 
 def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
@@ -282,6 +498,57 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
         con.execute("insert into raw.runs by name select * from _tmlbench_new_runs")
     finally:
         con.unregister("_tmlbench_new_runs")
+
+
+def _update_index(
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[_Entry],
+    prune: tuple[str, list[str]] | None,
+) -> None:
+    """Index the record files whose content is now in raw.runs; drop rows of vanished files."""
+    if files:
+        stats = [e.stat for e in files if e.stat is not None]
+        rows = pa.table(
+            {
+                "path": pa.array([e.source_path for e in files], pa.string()),
+                "size": pa.array([s.size for s in stats], pa.int64()),
+                "mtime_ns": pa.array([s.mtime_ns for s in stats], pa.int64()),
+                "ctime_ns": pa.array([s.ctime_ns for s in stats], pa.int64()),
+                "inode": pa.array([s.inode for s in stats], pa.uint64()),
+                "record_sha256": pa.array([e.record_sha256 for e in files], pa.string()),
+                "run_id": pa.array([e.run_id for e in files], pa.string()),
+                "indexed_at": pa.array(
+                    [dt.datetime.now(dt.UTC)] * len(files), pa.timestamp("us", tz="UTC")
+                ),
+            }
+        )
+        con.register("_tmlbench_indexed", rows)
+        try:
+            con.execute(
+                "insert or replace into raw.record_files by name select * from _tmlbench_indexed"
+            )
+        finally:
+            con.unregister("_tmlbench_indexed")
+    if prune is not None:
+        root, seen = prune
+        con.register("_tmlbench_seen", pa.table({"path": pa.array(seen, pa.string())}))
+        try:
+            con.execute(
+                "delete from raw.record_files where starts_with(path, $root) "
+                "and path not in (select path from _tmlbench_seen)",
+                {"root": root.rstrip("/") + "/"},
+            )
+        finally:
+            con.unregister("_tmlbench_seen")
+
+
+def content_version(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """A fingerprint of a raw table's content (every column but ``loaded_at``): the same rows
+    give the same value, whenever and however they were loaded. Dagster's data version."""
+    count, digest = con.execute(
+        f"select count(*), bit_xor(hash(*columns(* exclude (loaded_at)))) from {table}"
+    ).fetchone() or (0, None)
+    return f"{count}-{digest or 0:016x}"
 
 
 # ---------------------------------------------------------------------------------------------

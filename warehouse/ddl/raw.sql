@@ -191,3 +191,18 @@ create table if not exists raw.baselines (
     loaded_at               timestamptz not null,
     primary key (source, task_id, baseline_type)
 );
+
+-- The loader's index of the record files it has loaded (load bookkeeping, not data): a load stats
+-- every record.json and reads only the files that are not here with the same size, mtime, ctime
+-- and inode, or whose run is no longer in raw.runs with this content. Rejected files are never
+-- indexed: they are read, and reported, on every load.
+create table if not exists raw.record_files (
+    path                    varchar primary key,  -- as raw.runs.source_path
+    size                    bigint not null,
+    mtime_ns                bigint not null,
+    ctime_ns                bigint not null,
+    inode                   ubigint not null,
+    record_sha256           varchar not null,
+    run_id                  varchar not null,
+    indexed_at              timestamptz not null
+);

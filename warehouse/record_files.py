@@ -1,0 +1,168 @@
+"""Finding and reading run-record files: a scan that stats, never parses, and bounded reads.
+
+A load compares every ``record.json`` a scan finds with ``raw.record_files``, the index of the
+files already loaded (path, size, mtime, ctime, inode, content hash): only files that are new or
+whose stat changed are read (see ``warehouse.loader``). The scan is one ``lstat`` per run folder.
+
+Records are written by the harness, but a run folder also holds what an agent left behind, so
+files are read as untrusted input: never through a symbolic link, only regular files, at most
+``RECORD_MAX_BYTES`` each.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.records import RECORD_FILE, WORKSPACE_DIR
+
+# A record is a few kilobytes (the demo suite's are ~2.5 KB); anything this large is not one.
+RECORD_MAX_BYTES = 4 * 2**20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """What a scan knows of a file without reading it: enough to tell that it has not changed.
+
+    ``ctime_ns`` changes on every write and cannot be set from user space (``touch`` sets
+    mtime only), so an edit that keeps size and mtime is still seen.
+    """
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStat:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFile:
+    """One record file's bytes, their sha256 and the stat taken before they were read."""
+
+    path: str
+    data: bytes
+    sha256: str
+    stat: FileStat
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A record file that was not read, and the message that says why (it names the file)."""
+
+    path: str
+    message: str
+
+
+def scan_record_files(
+    runs_dir: Path, prefixes: Sequence[str] | None = None
+) -> list[tuple[str, FileStat]]:
+    """Every ``record.json`` under ``runs_dir`` with its stat, sorted by path (nothing is read).
+
+    The rules of ``runner.records.iter_record_paths``: a folder holding a ``record.json`` or a
+    ``workspace/`` is a run folder and is never descended into (an agent may write a
+    record.json in its workspace); any other folder is searched, at any depth. Symbolic links to
+    folders are not followed. With ``prefixes``, only the folders directly under ``runs_dir``
+    whose names start with one of them are looked at (one setting's run folders, say).
+    """
+    root = os.fspath(runs_dir)
+    found: list[tuple[str, FileStat]] = []
+    if prefixes is None:
+        if not _run_folder(root, found):
+            _scan_tree(root, found)
+    else:
+        wanted = tuple(prefixes)
+        if wanted:
+            with os.scandir(root) as entries:
+                for entry in entries:
+                    if entry.name.startswith(wanted) and entry.is_dir(follow_symlinks=False):
+                        _run_folder(entry.path, found)
+    found.sort()
+    return found
+
+
+def _scan_tree(folder: str, found: list[tuple[str, FileStat]]) -> None:
+    with os.scandir(folder) as entries:
+        subfolders = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    for path in subfolders:
+        if not _run_folder(path, found):
+            _scan_tree(path, found)
+
+
+def _run_folder(folder: str, found: list[tuple[str, FileStat]]) -> bool:
+    """Note the folder's record if it has one; is it a run folder (record, or a workspace)?"""
+    record = os.path.join(folder, RECORD_FILE)
+    try:
+        st = os.lstat(record)
+    except FileNotFoundError:
+        return os.path.lexists(os.path.join(folder, WORKSPACE_DIR))
+    except NotADirectoryError:
+        return False
+    found.append((record, FileStat.of(st)))
+    return True
+
+
+def read_record_files(paths: Sequence[str], chunk: int = 1000) -> Iterator[ReadFile | Unreadable]:
+    """Read and hash every file, in order, ahead of the caller, by worker threads.
+
+    File I/O and sha256 release the GIL, so two threads overlap with whatever the caller does
+    with the previous chunk.
+    """
+
+    def read_chunk(part: Sequence[str]) -> list[ReadFile | Unreadable]:
+        return [read_record_file(path) for path in part]
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tmlbench-read") as pool:
+        futures = [
+            pool.submit(read_chunk, paths[i : i + chunk]) for i in range(0, len(paths), chunk)
+        ]
+        for future in futures:
+            yield from future.result()
+
+
+def read_record_file(path: str, limit: int = RECORD_MAX_BYTES) -> ReadFile | Unreadable:
+    """One file's bytes, if it is a regular file of at most ``limit`` bytes (never a link)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
+        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Unreadable(path, f"{path}: not a regular file")
+        if st.st_size > limit:
+            return Unreadable(
+                path,
+                f"{path}: {st.st_size:,} bytes is too large for a run record (at most {limit:,})",
+            )
+        data = _read_at_most(fd, limit + 1)
+    except OSError as exc:
+        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew after the stat
+        return Unreadable(path, f"{path}: more than {limit:,} bytes is too large for a run record")
+    return ReadFile(path, data, hashlib.sha256(data).hexdigest(), FileStat.of(st))
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while size < limit:
+        part = os.read(fd, min(limit - size, 1 << 20))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
