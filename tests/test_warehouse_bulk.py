@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 from typing import Any
 
 import pyarrow as pa
@@ -83,8 +84,11 @@ ODD_TEXTS: list[str] = [
 
 
 def odd_documents() -> list[bytes]:
-    base = full_record().model_dump(mode="json")
-    docs = [canonical(full_record())]
+    # egress_denied_hosts: the fast path takes only an empty map (a map's keys are data, which
+    # pyarrow's reader cannot take); the variants below have none, one document has some.
+    record = full_record().model_copy(update={"egress_denied_hosts": {}})
+    base = record.model_dump(mode="json")
+    docs = [canonical(record), canonical(full_record())]
     for name in base:
         for value in ODD_VALUES:
             docs.append(json.dumps(base | {name: value}).encode())
@@ -104,9 +108,7 @@ def odd_documents() -> list[bytes]:
         text.replace('"suite_id": "suite-x"', '"suite_id": "\\ud83d\\ude00\\u00e9\\/"').encode(),
         text.replace('"suite_id": "suite-x"', '"suite_id": "a\tb"').encode(),  # raw control char
         text.replace('"suite_id": "suite-x"', '"suite_id": "\xff"').encode("latin-1"),
-        text.replace(
-            '"egress_denied_hosts": {', '"egress_denied_hosts": {"x": 1, "x": 2, '
-        ).encode(),
+        text.replace('"egress_denied_hosts": {', '"egress_denied_hosts": {"x": 1, "x": 2').encode(),
         text.replace('"sandbox_notes": [', '"sandbox_notes": [1, ').encode(),
         ("  " + text + "\n\n").encode(),
         (text + " x").encode(),
@@ -118,6 +120,11 @@ def odd_documents() -> list[bytes]:
         json.dumps({**base, "schema_version": 1}).encode(),
     ]
     docs += [t.encode() for t in ODD_TEXTS]
+    # floats of every magnitude, as Python writes them: read to the same double
+    rng = random.Random(15)
+    for _ in range(300):
+        value = rng.random() * 10.0 ** rng.randint(-300, 300) * rng.choice((1, -1))
+        docs.append(json.dumps(base | {"score": value, "wall_seconds": abs(value)}).encode())
     return docs
 
 
@@ -145,10 +152,10 @@ def test_bulk_accepts_only_what_pydantic_accepts_with_the_same_values(con, colum
         assert expected[i] is not None, f"bulk accepted what pydantic refuses: {docs[i][:300]!r}"
         assert row == expected[i], docs[i][:300]
     # the fast path is the common path: the harness's own records, and most plain variants
-    assert 0 in by_position
-    assert len(by_position) > len(docs) / 4
-    refused_by_both = sum(e is None for e in expected)
-    assert refused_by_both > len(docs) / 4  # the variants do probe refusals
+    assert 0 in by_position and 1 not in by_position  # 1: a map of refused hosts, per file
+    accepted_by_pydantic = sum(e is not None for e in expected)
+    assert len(by_position) > 0.6 * accepted_by_pydantic
+    assert sum(e is None for e in expected) > len(docs) / 4  # the variants do probe refusals
 
 
 def test_a_bulk_statement_that_fails_leaves_every_file_to_pydantic(con, tmp_path, monkeypatch):

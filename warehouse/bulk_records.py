@@ -1,17 +1,20 @@
-"""Parse many run records at once in DuckDB, accepting only what pydantic would accept as is.
+"""Parse many run records at once with Arrow, accepting only what pydantic would accept as is.
 
 ``runner.records.RunRecord`` is the one home of the record's fields, ``warehouse/ddl/raw.sql``
-of their column types. This module derives from both, at load time, one SQL statement that parses
-a batch of record files with DuckDB's JSON functions (both cores, no Python object per record)
-and checks each against the model's rules: every field present and no other, each value of its
-field's JSON type (a string for a ``str`` field, digits for an ``int``, ...), in range for its
-column, a known status, an ISO 8601 time with an offset, and the raw schema's constraints.
+of their column types. From both this module derives, at load time, an Arrow schema for
+pyarrow's JSON reader (C++: a batch of files becomes columns, no Python object per record) and
+one DuckDB statement that checks the columns against the model's rules and the raw schema's
+constraints and casts them to raw.runs's types.
 
-A record the statement accepts is one pydantic would accept with the same values (the tests
-compare the two on edge cases). Everything else (bad JSON, a missing field, an unusual but valid
-spelling such as ``1.0`` for an int, a record without all of the current fields) is left to the
-per-file pydantic path, which either accepts it or rejects it with the message it always gave.
-So the fast path can be strict without ever changing a verdict: it only decides who is quick.
+The reader is strict where pydantic is (a string where a number belongs, a key twice or unknown,
+a trailing comma: the batch fails, and is split until the culprit stands alone) and the SQL
+refuses the rest of what pydantic refuses (a missing field, an unknown status, a value out of
+its column's range) and some of what it would accept in another spelling (an int written as
+``1.0``, a time without an offset). A record the fast path accepts is one pydantic accepts with
+the same values (tests/test_warehouse_bulk.py compares them on thousands of odd documents);
+every other file goes through pydantic, which accepts it or rejects it with the message it
+always gave. So the fast path can be strict without ever changing a verdict: it only decides
+who is quick.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
+import pyarrow.json as pj
 
 from runner.errors import TmlbenchError
 from runner.records import RunRecord
@@ -43,19 +47,28 @@ COLUMN_TYPES: dict[Kind, tuple[str, ...]] = {
     "str_list": ("VARCHAR[]",),
 }
 
-# What the harness writes (json.dumps of model_dump(mode="json")); other spellings pydantic also
-# accepts go the per-file way. Integers without leading zeros; finite decimals; ISO 8601 with an
-# offset and at most microseconds.
-_INTEGER = r"-?(0|[1-9][0-9]*)"
-_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
+# ISO 8601 with an offset and at most microseconds, as the harness writes times; other spellings
+# pydantic also accepts go the per-file way.
 _TIMESTAMP = (
-    r"[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?"
-    r"(Z|[-+]([01][0-9]|2[0-3]):[0-5][0-9])"
+    r"(Z|[-+]([01][0-9]|2[0-3]):[0-5][0-9])$"
 )
-# DuckDB's JSON reader allows trailing commas, the JSON standard (and pydantic) does not. The
-# pattern also matches inside strings: such a record merely takes the per-file path.
-_TRAILING_COMMA = r",\s*[\]}]"
+# What pyarrow's reader reads each kind as. Times as text (checked and cast in SQL); a map's keys
+# are data, which the reader cannot take: it reads only an empty object there (a field in it
+# fails the batch, and the record goes per file).
+_READ_AS: dict[Kind, pa.DataType] = {
+    "string": pa.string(),
+    "enum": pa.string(),
+    "integer": pa.int64(),
+    "number": pa.float64(),
+    "boolean": pa.bool_(),
+    "timestamp": pa.string(),
+    "int_map": pa.struct([]),
+    "str_list": pa.list_(pa.string()),
+}
+# Records per read: a bad record costs re-reading about twice this many (halving until found).
+CHUNK = 512
 
 
 @dataclass(frozen=True)
@@ -128,104 +141,46 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _value_and_check(rule: FieldRule, column_type: str, string_type: str) -> tuple[str, str]:
-    """SQL for the field's typed value and for "pydantic would accept it as this value".
-
-    ``v.<field>`` is the field as DuckDB extracts it as VARCHAR (the text of a number, the
-    content of a string; NULL when null) or, for lists and maps, as JSON.
-    """
-    v = f"v.{_quote(rule.name)}"
-    null_ok = "true" if rule.nullable else "false"
-    kind = rule.kind
-    if kind == "string":  # only here can another JSON type pass for the right one
-        check = (
-            f"case {string_type} when 'VARCHAR' then true when 'NULL' then {null_ok} else false end"
-        )
-        return v, check
-    value: str
-    guards: list[str]
-    if kind == "enum":
-        value, guards = v, [f"{v} in ({', '.join(_literal(x) for x in rule.values)})"]
-    elif kind == "boolean":
-        value, guards = f"({v} = 'true')", [f"{v} in ('true', 'false')"]
-    elif kind == "integer":
-        value = f"try_cast({v} as {column_type})"
-        guards = [f"regexp_full_match({v}, {_literal(_INTEGER)})", f"{value} is not null"]
-    elif kind == "number":
-        value = f"try_cast({v} as DOUBLE)"
-        guards = [f"regexp_full_match({v}, {_literal(_NUMBER)})", f"isfinite({value})"]
-    elif kind == "timestamp":
-        value = f"try_cast({v} as TIMESTAMPTZ)"
-        guards = [f"regexp_full_match({v}, {_literal(_TIMESTAMP)})", f"{value} is not null"]
-    elif kind == "str_list":
-        items = f"from_json({v}, '[\"JSON\"]')"
-        value = f"from_json({v}, '[\"VARCHAR\"]')"
-        guards = [
-            f"starts_with({v}, '[')",
-            f"list_bool_and(list_transform({items}, x -> starts_with(x, '\"')))",
-        ]
-    else:  # int_map: an object of integers with distinct keys (DuckDB refuses a key twice in
-        # a map, pydantic keeps the last: such a record goes the per-file way)
-        keys = f"json_keys({v})"
-        entries = f"from_json({v}, '\"MAP(VARCHAR, JSON)\"')"
-        integer = (
-            f"regexp_full_match(x, {_literal(_INTEGER)}) and try_cast(x as INTEGER) is not null"
-        )
-        value = f"from_json({v}, '\"{column_type}\"')"
-        guards = [
-            f"starts_with({v}, '{{')",
-            f"len({keys}) = len(list_distinct({keys}))",
-            f"list_bool_and(list_transform(map_values({entries}), x -> {integer}))",
-        ]
-    # One WHEN per guard: DuckDB evaluates a CASE's branches in order and each only for the rows
-    # still undecided, so a later guard (building a map, say) never sees what an earlier refused.
-    refusals = " ".join(f"when not coalesce({g}, false) then false" for g in guards)
-    check = f"case when {v} is null then {null_ok} {refusals} else true end"
-    return f"case when {v} is not null then {value} end", check
+def read_schema(rules: Sequence[FieldRule]) -> pa.Schema:
+    """What a wrapped document (``{"i": position, "r": record}``) is read as."""
+    record = pa.struct([pa.field(r.name, _READ_AS[r.kind]) for r in rules])
+    return pa.schema([pa.field("i", pa.int64()), pa.field("r", record)])
 
 
-def parse_statement(rules: Sequence[FieldRule], docs: str) -> str:
-    """Parse every document of ``docs`` (i, content) that is JSON as the standard has it, once.
-
-    Each field is extracted as VARCHAR (lists and maps as JSON), with the document's keys and the
-    JSON type of each ``str`` field.
-    """
-    string_fields = [r.name for r in rules if r.kind == "string"]
-    paths = "[" + ", ".join(_literal("$." + _quote(n)) for n in string_fields) + "]"
-    structure = ", ".join(
-        f'"{r.name}": "{"JSON" if r.kind in ("int_map", "str_list") else "VARCHAR"}"' for r in rules
-    )
-    return (
-        f"select i, from_json(content, {_literal('{' + structure + '}')}) as v,\n"
-        f"    json_keys(content) as keys, json_type(content, {paths}) as types\n"
-        f"from {docs}\n"
-        f"where json_valid(content) and not regexp_matches(content, {_literal(_TRAILING_COMMA)})"
-    )
-
-
-def bulk_statement(rules: Sequence[FieldRule], columns: dict[str, str], parsed: str) -> str:
-    """Of the documents ``parse_statement`` parsed into ``parsed``, the accepted ones: ``i`` and
-    one column per field, typed as raw.runs has it."""
-    string_fields = [r.name for r in rules if r.kind == "string"]
-    position = {name: i + 1 for i, name in enumerate(string_fields)}  # DuckDB lists: 1-based
+def check_statement(rules: Sequence[FieldRule], columns: dict[str, str], table: str) -> str:
+    """The rows of ``table`` (i, one column per field as read) pydantic accepts as they are, as
+    raw.runs's types: the model's rules the reader does not enforce, and raw.sql's checks."""
     values: list[str] = []
     checks: list[str] = []
     for rule in rules:
-        string_type = f"types[{position[rule.name]}]" if rule.name in position else "NULL"
-        value, check = _value_and_check(rule, columns[rule.name], string_type)
-        values.append(f"cast({value} as {columns[rule.name]}) as {_quote(rule.name)}")
-        checks.append(check)
-    names = ", ".join(_literal(r.name) for r in rules)
+        c = _quote(rule.name)
+        column_type = columns[rule.name]
+        value = c
+        ok: str | None = None
+        if rule.kind == "enum":
+            ok = f"{c} in ({', '.join(_literal(x) for x in rule.values)})"
+        elif rule.kind == "integer":
+            value = f"try_cast({c} as {column_type})"
+            ok = f"{value} is not null"
+        elif rule.kind == "number":
+            ok = f"isfinite({c})"
+        elif rule.kind == "timestamp":
+            value = f"try_cast({c} as TIMESTAMPTZ)"
+            ok = f"regexp_full_match({c}, {_literal(_TIMESTAMP.strip('^$'))}) and {value} is not null"
+        if ok is not None:  # CASE: a check sees only rows where the value is there
+            checks.append(
+                f"case when {c} is null then {'true' if rule.nullable else 'false'} else {ok} end"
+            )
+        elif not rule.nullable:
+            checks.append(f"{c} is not null")
+        values.append(f"cast({value} as {column_type}) as {c}")
     checks += [
-        # every field present, none twice, no other (a record of an older schema version, whose
-        # later fields are missing, goes the per-file way)
-        f"len(keys) = {len(rules)} and list_has_all(keys, [{names}])",
         # raw.runs's own constraints (checks in raw.sql), so one record cannot fail the insert
-        "coalesce(try_cast(v.budget_seconds as BIGINT) > 0, true)",
-        "(v.status <> 'success' or v.metric_direction is not null)",
-        "(v.status = 'success' or (v.score is null and v.score_hib is null))",
+        "coalesce(budget_seconds > 0, true)",
+        "(status <> 'success' or metric_direction is not null)",
+        "(status = 'success' or (score is null and score_hib is null))",
     ]
-    return f"select i, {', '.join(values)}\nfrom {parsed}\nwhere {' and '.join(checks)}\norder by i"
+    return f"select i, {', '.join(values)}\nfrom {table}\nwhere {' and '.join(checks)}\norder by i"
 
 
 def bulk_parse(
@@ -234,27 +189,68 @@ def bulk_parse(
     rules: Sequence[FieldRule],
     columns: dict[str, str],
 ) -> pa.Table:
-    """The records among ``docs`` that the bulk checks accept: column ``i`` (the position in
-    ``docs``) and one column per field. A document that is not UTF-8 is never accepted.
-
-    Two statements, the parsed documents in a temporary table between them: in one statement
-    DuckDB would push the checks below the parse and parse a record once per field it checks.
-    """
-    texts = [i for i, d in enumerate(docs) if d.isascii() or _is_utf8(d)]
-    table = pa.table(
-        {
-            "i": pa.array(texts, pa.int64()),
-            "content": pa.array([docs[i] for i in texts], pa.string()),
-        }
+    """The records among ``docs`` that the fast path accepts: column ``i`` (the position in
+    ``docs``) and one column per field, typed as raw.runs has it."""
+    schema = read_schema(rules)
+    options = pj.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="error", newlines_in_values=True
     )
-    view, parsed = "_tmlbench_record_docs", "_tmlbench_parsed_records"
-    con.register(view, table)
+    # pyarrow's reader lets bytes that are not UTF-8 through into strings: such a document is
+    # read as ``null`` here (no record: refused below), pydantic judges it.
+    texts = [d if d.isascii() or _is_utf8(d) else b"null" for d in docs]
+    parts: list[pa.Table] = []
+    for start in range(0, len(texts), CHUNK):
+        parts += _read(texts[start : start + CHUNK], start, options)
+    if not parts:
+        return pa.table({"i": pa.array([], pa.int64())})
+    read = pa.concat_tables(parts).combine_chunks()
+    record = read.column("r").chunk(0) if read.num_rows else pa.array([], schema.field("r").type)
+    table = pa.Table.from_arrays(
+        [read.column("i"), *[_as_loadable(record.field(r.name), r) for r in rules]],
+        names=["i", *[r.name for r in rules]],
+    )
+    con.register("_tmlbench_read_records", table)
     try:
-        con.execute(f"create or replace temp table {parsed} as {parse_statement(rules, view)}")
-        return con.execute(bulk_statement(rules, columns, parsed)).fetch_arrow_table()
+        return con.execute(
+            check_statement(rules, columns, "_tmlbench_read_records")
+        ).fetch_arrow_table()
     finally:
-        con.unregister(view)
-        con.execute(f"drop table if exists {parsed}")
+        con.unregister("_tmlbench_read_records")
+
+
+def _read(docs: Sequence[bytes], start: int, options: pj.ParseOptions) -> list[pa.Table]:
+    """Read ``docs`` (positions ``start``…) in one go; if that fails, each half on its own."""
+    # Each document is wrapped with its position: a document that is not exactly one JSON
+    # object (two, none, half of one) cannot make the rows disagree with the files unseen.
+    wrapped = b"".join(b'{"i":%d,"r":%b}\n' % (start + k, d) for k, d in enumerate(docs))
+    try:
+        table = pj.read_json(
+            pa.BufferReader(wrapped),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(wrapped), 1)),
+            parse_options=options,
+        )
+        if table.column("i").to_pylist() == list(range(start, start + len(docs))):
+            return [table]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    if len(docs) == 1:
+        return []
+    half = len(docs) // 2
+    return _read(docs[:half], start, options) + _read(docs[half:], start + half, options)
+
+
+def _as_loadable(values: pa.Array, rule: FieldRule) -> pa.Array:
+    """A column as DuckDB can take it: the empty objects read for a map become empty maps."""
+    if rule.kind != "int_map":
+        return values
+    n = len(values)
+    offsets = pa.array([0] * (n + 1), pa.int32())
+    empty = pa.MapArray.from_arrays(offsets, pa.array([], pa.string()), pa.array([], pa.int64()))
+    return (
+        pa.MapArray.from_arrays(empty.offsets, empty.keys, empty.items, mask=values.is_null())
+        if n
+        else empty
+    )
 
 
 def _is_utf8(data: bytes) -> bool:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import operator
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from warehouse.db import apply_ddl
 from warehouse.record_files import (
     FileStat,
     ReadFile,
+    ScannedFiles,
     Unreadable,
     read_record_files,
     scan_record_files,
@@ -136,7 +138,7 @@ def load_runs(
     apply_ddl(con)
     root = runs_dir.resolve()
     scanned = scan_record_files(root, prefixes)
-    indexed, to_read = _index_lookup(con, scanned, rehash)
+    indexed, to_read, stale = _index_lookup(con, root, scanned, rehash)
     known = {path: hit for path, hit in to_read if hit is not None}
     columns = _run_columns(con)
 
@@ -170,7 +172,7 @@ def load_runs(
         tables=tables,
         refreshed=refreshed,
         # a full scan saw every file under root: index rows of files gone since are dropped
-        prune=(str(root), [path for path, _ in scanned]) if prefixes is None else None,
+        prune=(root, stale) if prefixes is None and stale is not None else None,
     )
     return LoadReport(
         new=report.new,
@@ -181,49 +183,65 @@ def load_runs(
 
 
 def _index_lookup(
-    con: duckdb.DuckDBPyConnection, scanned: Sequence[tuple[str, FileStat]], rehash: bool
-) -> tuple[int, list[tuple[str, tuple[str, str] | None]]]:
-    """How many scanned files the index knows unchanged, and the rest: each with the (sha256,
-    run_id) the index has for its path while that run is loaded with that content, else None.
+    con: duckdb.DuckDBPyConnection, root: Path, scanned: ScannedFiles, rehash: bool
+) -> tuple[int, list[tuple[str, tuple[str, str] | None]], pa.Table | None]:
+    """What the index knows of the scanned files.
+
+    Returns how many it knows unchanged; the others, each with the (sha256, run_id) the index
+    has for its path (None when it has none); and, when the index holds rows of files under
+    ``root`` that the scan did not see, the scanned paths (for ``_update_index`` to prune).
 
     An index row counts only while raw.runs holds its run with its hash: a run deleted from the
     warehouse is read, and loaded, again.
     """
-    if not scanned:
-        return 0, []
-    files = pa.table(
-        {
-            "path": pa.array([p for p, _ in scanned], pa.string()),
-            "size": pa.array([s.size for _, s in scanned], pa.int64()),
-            "mtime_ns": pa.array([s.mtime_ns for _, s in scanned], pa.int64()),
-            "ctime_ns": pa.array([s.ctime_ns for _, s in scanned], pa.int64()),
-            "inode": pa.array([s.inode for _, s in scanned], pa.uint64()),
-        }
-    )
+    if not len(scanned):
+        files = pa.table({"path": pa.array([], pa.string())})
+    else:
+        stats = scanned.stats
+        files = pa.table(
+            {
+                "path": pa.array(scanned.paths, pa.string()),
+                "size": pa.array([st.st_size for st in stats], pa.int64()),
+                "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
+                "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
+                "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
+            }
+        )
     same = (
         "false"
         if rehash
-        else (
-            "(f.size = s.size and f.mtime_ns = s.mtime_ns and f.ctime_ns = s.ctime_ns "
-            "and f.inode = s.inode)"
-        )
+        else "(f.size = s.size and f.mtime_ns = s.mtime_ns and f.ctime_ns = s.ctime_ns "
+        "and f.inode = s.inode)"
     )
     con.register("_tmlbench_scanned", files)
     try:
-        rows = con.execute(
-            "with indexed as (\n"
-            "    select f.* from raw.record_files f\n"
-            "    join raw.runs r on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
-            "), looked_up as (\n"
-            f"    select s.path, f.record_sha256, f.run_id, coalesce({same}, false) as same\n"
-            "    from _tmlbench_scanned s left join indexed f using (path)\n"
-            ")\n"
-            "select path, record_sha256, run_id from looked_up where not same order by path"
-        ).fetchall()
+        under_root, seen = con.execute(
+            "select (select count(*) from raw.record_files where starts_with(path, $root)), "
+            "(select count(*) from _tmlbench_scanned join raw.record_files using (path))",
+            {"root": _folder_prefix(root)},
+        ).fetchone() or (0, 0)
+        rows = (
+            con.execute(
+                "with indexed as (\n"
+                "    select f.* from raw.record_files f semi join raw.runs r\n"
+                "    on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
+                ")\n"
+                "select s.path, f.record_sha256, f.run_id\n"
+                "from _tmlbench_scanned s left join indexed f using (path)\n"
+                f"where not coalesce({same}, false) order by s.path"
+            ).fetchall()
+            if len(scanned)
+            else []
+        )
     finally:
         con.unregister("_tmlbench_scanned")
     to_read = [(path, (sha, run_id) if sha is not None else None) for path, sha, run_id in rows]
-    return len(scanned) - len(to_read), to_read
+    stale = files.select(["path"]) if under_root > seen else None
+    return len(scanned) - len(to_read), to_read, stale
+
+
+def _folder_prefix(root: Path) -> str:
+    return str(root).rstrip(os.sep) + os.sep
 
 
 def _batches(
@@ -312,7 +330,7 @@ def _ingest(
     columns: dict[str, str],
     tables: Sequence[pa.Table] = (),
     refreshed: Sequence[_Entry] = (),
-    prune: tuple[str, list[str]] | None = None,
+    prune: tuple[Path, pa.Table] | None = None,
     in_transaction: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> LoadReport:
     """The one transaction of a load: new rows in, record files indexed, conflicts reported."""
@@ -503,7 +521,7 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
 def _update_index(
     con: duckdb.DuckDBPyConnection,
     files: Sequence[_Entry],
-    prune: tuple[str, list[str]] | None,
+    prune: tuple[Path, pa.Table] | None,
 ) -> None:
     """Index the record files whose content is now in raw.runs; drop rows of vanished files."""
     if files:
@@ -531,12 +549,12 @@ def _update_index(
             con.unregister("_tmlbench_indexed")
     if prune is not None:
         root, seen = prune
-        con.register("_tmlbench_seen", pa.table({"path": pa.array(seen, pa.string())}))
+        con.register("_tmlbench_seen", seen)
         try:
             con.execute(
                 "delete from raw.record_files where starts_with(path, $root) "
                 "and path not in (select path from _tmlbench_seen)",
-                {"root": root.rstrip("/") + "/"},
+                {"root": _folder_prefix(root)},
             )
         finally:
             con.unregister("_tmlbench_seen")

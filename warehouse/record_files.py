@@ -63,10 +63,22 @@ class Unreadable:
     message: str
 
 
-def scan_record_files(
-    runs_dir: Path, prefixes: Sequence[str] | None = None
-) -> list[tuple[str, FileStat]]:
-    """Every ``record.json`` under ``runs_dir`` with its stat, sorted by path (nothing is read).
+@dataclass
+class ScannedFiles:
+    """What a scan found: the record files and their stats, in no particular order."""
+
+    paths: list[str]
+    stats: list[os.stat_result]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def stat(self, i: int) -> FileStat:
+        return FileStat.of(self.stats[i])
+
+
+def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> ScannedFiles:
+    """Every ``record.json`` under ``runs_dir`` with its stat (nothing is read).
 
     The rules of ``runner.records.iter_record_paths``: a folder holding a ``record.json`` or a
     ``workspace/`` is a run folder and is never descended into (an agent may write a
@@ -75,39 +87,52 @@ def scan_record_files(
     whose names start with one of them are looked at (one setting's run folders, say).
     """
     root = os.fspath(runs_dir)
-    found: list[tuple[str, FileStat]] = []
+    found: list[tuple[str, os.stat_result]] = []
     if prefixes is None:
         if not _run_folder(root, found):
             _scan_tree(root, found)
-    else:
+    elif prefixes:
         wanted = tuple(prefixes)
-        if wanted:
-            with os.scandir(root) as entries:
-                for entry in entries:
-                    if entry.name.startswith(wanted) and entry.is_dir(follow_symlinks=False):
-                        _run_folder(entry.path, found)
-    found.sort()
-    return found
+        with os.scandir(root) as entries:
+            folders = [
+                e.path
+                for e in entries
+                if e.name.startswith(wanted) and e.is_dir(follow_symlinks=False)
+            ]
+        for folder in folders:
+            _run_folder(folder, found)
+    return ScannedFiles([path for path, _ in found], [st for _, st in found])
 
 
-def _scan_tree(folder: str, found: list[tuple[str, FileStat]]) -> None:
+_RECORD = os.sep + RECORD_FILE
+_WORKSPACE = os.sep + WORKSPACE_DIR
+
+
+def _scan_tree(folder: str, found: list[tuple[str, os.stat_result]]) -> None:
+    # The hot loop of a reload (one turn per run folder): string concatenation and a bare lstat.
     with os.scandir(folder) as entries:
         subfolders = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    lstat, lexists, append = os.lstat, os.path.lexists, found.append
     for path in subfolders:
-        if not _run_folder(path, found):
-            _scan_tree(path, found)
+        record = path + _RECORD
+        try:
+            append((record, lstat(record)))
+        except FileNotFoundError:
+            if not lexists(path + _WORKSPACE):
+                _scan_tree(path, found)
+        except NotADirectoryError:
+            pass
 
 
-def _run_folder(folder: str, found: list[tuple[str, FileStat]]) -> bool:
+def _run_folder(folder: str, found: list[tuple[str, os.stat_result]]) -> bool:
     """Note the folder's record if it has one; is it a run folder (record, or a workspace)?"""
-    record = os.path.join(folder, RECORD_FILE)
+    record = folder.rstrip(os.sep) + _RECORD
     try:
-        st = os.lstat(record)
+        found.append((record, os.lstat(record)))
     except FileNotFoundError:
-        return os.path.lexists(os.path.join(folder, WORKSPACE_DIR))
+        return os.path.lexists(folder.rstrip(os.sep) + _WORKSPACE)
     except NotADirectoryError:
         return False
-    found.append((record, FileStat.of(st)))
     return True
 
 
@@ -129,8 +154,10 @@ def read_record_files(paths: Sequence[str], chunk: int = 1000) -> Iterator[ReadF
             yield from future.result()
 
 
-def read_record_file(path: str, limit: int = RECORD_MAX_BYTES) -> ReadFile | Unreadable:
-    """One file's bytes, if it is a regular file of at most ``limit`` bytes (never a link)."""
+def read_record_file(path: str, limit: int | None = None) -> ReadFile | Unreadable:
+    """One file's bytes, if it is a regular file of at most ``limit`` bytes (default
+    ``RECORD_MAX_BYTES``), never through a symbolic link."""
+    limit = RECORD_MAX_BYTES if limit is None else limit
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
