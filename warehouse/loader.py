@@ -45,10 +45,9 @@ from runner.errors import TmlbenchError, describe_validation_error
 from runner.records import RunRecord
 from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
-from warehouse.bulk_records import FieldRule, bulk_parse, check_columns, field_rules
+from warehouse.bulk_records import FieldRule, arrow_type, bulk_parse, check_columns, field_rules
 from warehouse.db import apply_ddl
 from warehouse.record_files import (
-    FileStat,
     ReadFile,
     ScannedFiles,
     Unreadable,
@@ -64,17 +63,6 @@ RULES: tuple[FieldRule, ...] = tuple(field_rules())
 # Files parsed per DuckDB statement: bounds the memory a load of a million records needs.
 BULK_BATCH = 20_000
 
-_ARROW_TYPES = {
-    "VARCHAR": pa.string(),
-    "INTEGER": pa.int64(),
-    "BIGINT": pa.int64(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
-    "DATE": pa.date32(),
-    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-    "MAP(VARCHAR, INTEGER)": pa.map_(pa.string(), pa.int64()),
-    "VARCHAR[]": pa.list_(pa.string()),
-}
 _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 
 
@@ -117,7 +105,7 @@ class _Entry:
     candidate: Candidate | None = None
     table: int = -1  # index into the bulk tables
     row: int = -1
-    stat: FileStat | None = None  # record files: what the index keeps of them
+    stat: os.stat_result | None = None  # record files: what the index keeps of them
 
 
 def load_runs(
@@ -139,7 +127,6 @@ def load_runs(
     root = runs_dir.resolve()
     scanned = scan_record_files(root, prefixes)
     indexed, to_read, stale = _index_lookup(con, root, scanned, rehash)
-    known = {path: hit for path, hit in to_read if hit is not None}
     columns = _run_columns(con)
 
     rejected: list[tuple[str, str]] = []
@@ -147,7 +134,9 @@ def load_runs(
     tables: list[pa.Table] = []
     entries: list[_Entry] = []
     parsed = 0
-    for batch in _batches(read_record_files([path for path, _ in to_read]), BULK_BATCH):
+    known = {path: hit for path, _, hit in to_read if hit is not None}
+    files = [(path, st) for path, st, _ in to_read]
+    for batch in _batches(read_record_files(files), BULK_BATCH):
         to_parse: list[ReadFile] = []
         for item in batch:
             if isinstance(item, Unreadable):
@@ -184,29 +173,35 @@ def load_runs(
 
 def _index_lookup(
     con: duckdb.DuckDBPyConnection, root: Path, scanned: ScannedFiles, rehash: bool
-) -> tuple[int, list[tuple[str, tuple[str, str] | None]], pa.Table | None]:
+) -> tuple[int, list[tuple[str, os.stat_result, tuple[str, str] | None]], pa.Table | None]:
     """What the index knows of the scanned files.
 
-    Returns how many it knows unchanged; the others, each with the (sha256, run_id) the index
-    has for its path (None when it has none); and, when the index holds rows of files under
-    ``root`` that the scan did not see, the scanned paths (for ``_update_index`` to prune).
+    Returns how many it knows unchanged; the others, sorted by path, each with its stat and the
+    (sha256, run_id) the index has for its path (None when it has none); and, when the index
+    holds rows of files under ``root`` that the scan did not see, the scanned paths (for
+    ``_update_index`` to prune).
 
     An index row counts only while raw.runs holds its run with its hash: a run deleted from the
     warehouse is read, and loaded, again.
     """
-    if not len(scanned):
-        files = pa.table({"path": pa.array([], pa.string())})
-    else:
-        stats = scanned.stats
-        files = pa.table(
-            {
-                "path": pa.array(scanned.paths, pa.string()),
-                "size": pa.array([st.st_size for st in stats], pa.int64()),
-                "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
-                "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
-                "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
-            }
-        )
+    stats = scanned.stats
+    row = con.execute(
+        "select count(*) from raw.record_files where starts_with(path, $root)",
+        {"root": _folder_prefix(root)},
+    ).fetchone()
+    if not row or not row[0]:  # nothing indexed here yet (a first load): read everything
+        order = sorted(range(len(scanned)), key=scanned.paths.__getitem__)
+        return 0, [(scanned.paths[i], stats[i], None) for i in order], None
+    files = pa.table(
+        {
+            "i": pa.array(range(len(scanned)), pa.int64()),
+            "path": pa.array(scanned.paths, pa.string()),
+            "size": pa.array([st.st_size for st in stats], pa.int64()),
+            "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
+            "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
+            "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
+        }
+    )
     same = (
         "false"
         if rehash
@@ -215,28 +210,28 @@ def _index_lookup(
     )
     con.register("_tmlbench_scanned", files)
     try:
-        under_root, seen = con.execute(
-            "select (select count(*) from raw.record_files where starts_with(path, $root)), "
-            "(select count(*) from _tmlbench_scanned join raw.record_files using (path))",
-            {"root": _folder_prefix(root)},
-        ).fetchone() or (0, 0)
-        rows = (
-            con.execute(
-                "with indexed as (\n"
-                "    select f.* from raw.record_files f semi join raw.runs r\n"
-                "    on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
-                ")\n"
-                "select s.path, f.record_sha256, f.run_id\n"
-                "from _tmlbench_scanned s left join indexed f using (path)\n"
-                f"where not coalesce({same}, false) order by s.path"
-            ).fetchall()
-            if len(scanned)
-            else []
-        )
+        seen = con.execute(
+            "select count(*) from _tmlbench_scanned join raw.record_files using (path)"
+        ).fetchone()
+        found = con.execute(
+            "with indexed as (\n"
+            "    select f.* from raw.record_files f semi join raw.runs r\n"
+            "    on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
+            ")\n"
+            "select s.i, f.record_sha256, f.run_id\n"
+            "from _tmlbench_scanned s left join indexed f using (path)\n"
+            f"where not coalesce({same}, false) order by s.path"
+        ).fetch_arrow_table()
     finally:
         con.unregister("_tmlbench_scanned")
-    to_read = [(path, (sha, run_id) if sha is not None else None) for path, sha, run_id in rows]
-    stale = files.select(["path"]) if under_root > seen else None
+    positions = found.column("i").to_pylist()
+    shas = found.column("record_sha256").to_pylist()
+    run_ids = found.column("run_id").to_pylist()
+    to_read = [
+        (scanned.paths[i], stats[i], (sha, run_id) if sha is not None else None)
+        for i, sha, run_id in zip(positions, shas, run_ids, strict=True)
+    ]
+    stale = files.select(["path"]) if seen and row[0] > seen[0] else None
     return len(scanned) - len(to_read), to_read, stale
 
 
@@ -267,8 +262,8 @@ def _parse(
     if not files:
         return [], [], None
     try:
-        accepted: pa.Table | None = bulk_parse(con, [f.data for f in files], RULES, columns)
-    except duckdb.Error:  # the bulk path only ever decides who is quick: pydantic judges all
+        accepted: pa.Table | None = bulk_parse([f.data for f in files], RULES, columns)
+    except pa.ArrowException:  # the bulk path only ever decides who is quick: pydantic judges
         accepted = None
     positions = accepted.column("i").to_pylist() if accepted is not None else []
     run_ids = accepted.column("run_id").to_pylist() if accepted is not None else []
@@ -455,7 +450,7 @@ def _existing(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> dict[st
 
 
 def _record_schema(columns: dict[str, str]) -> pa.Schema:
-    return pa.schema([(name, _ARROW_TYPES[columns[name]]) for name in RUN_FIELDS])
+    return pa.schema([(name, arrow_type(columns[name])) for name in RUN_FIELDS])
 
 
 def _runs_table(
@@ -529,10 +524,10 @@ def _update_index(
         rows = pa.table(
             {
                 "path": pa.array([e.source_path for e in files], pa.string()),
-                "size": pa.array([s.size for s in stats], pa.int64()),
-                "mtime_ns": pa.array([s.mtime_ns for s in stats], pa.int64()),
-                "ctime_ns": pa.array([s.ctime_ns for s in stats], pa.int64()),
-                "inode": pa.array([s.inode for s in stats], pa.uint64()),
+                "size": pa.array([st.st_size for st in stats], pa.int64()),
+                "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
+                "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
+                "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
                 "record_sha256": pa.array([e.record_sha256 for e in files], pa.string()),
                 "run_id": pa.array([e.run_id for e in files], pa.string()),
                 "indexed_at": pa.array(
@@ -542,9 +537,12 @@ def _update_index(
         )
         con.register("_tmlbench_indexed", rows)
         try:
+            # raw.record_files has no primary key (maintaining one costs more than the whole
+            # index insert): a path's old row goes first, in this transaction
             con.execute(
-                "insert or replace into raw.record_files by name select * from _tmlbench_indexed"
+                "delete from raw.record_files where path in (select path from _tmlbench_indexed)"
             )
+            con.execute("insert into raw.record_files by name select * from _tmlbench_indexed")
         finally:
             con.unregister("_tmlbench_indexed")
     if prune is not None:

@@ -28,31 +28,14 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 
 
 @dataclass(frozen=True, slots=True)
-class FileStat:
-    """What a scan knows of a file without reading it: enough to tell that it has not changed.
-
-    ``ctime_ns`` changes on every write and cannot be set from user space (``touch`` sets
-    mtime only), so an edit that keeps size and mtime is still seen.
-    """
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> FileStat:
-        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
-@dataclass(frozen=True, slots=True)
 class ReadFile:
-    """One record file's bytes, their sha256 and the stat taken before they were read."""
+    """One record file's bytes, their sha256 and its stat from the scan (taken before the read:
+    a file changed since has another stat on the next scan, which reads it again)."""
 
     path: str
     data: bytes
     sha256: str
-    stat: FileStat
+    stat: os.stat_result
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +48,17 @@ class Unreadable:
 
 @dataclass
 class ScannedFiles:
-    """What a scan found: the record files and their stats, in no particular order."""
+    """What a scan found: the record files and their ``lstat``, in no particular order.
+
+    ``st_ctime_ns`` changes on every write and cannot be set from user space (``touch`` sets
+    mtime only), so an edit that keeps size and mtime still changes the stat.
+    """
 
     paths: list[str]
     stats: list[os.stat_result]
 
     def __len__(self) -> int:
         return len(self.paths)
-
-    def stat(self, i: int) -> FileStat:
-        return FileStat.of(self.stats[i])
 
 
 def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> ScannedFiles:
@@ -136,28 +120,35 @@ def _run_folder(folder: str, found: list[tuple[str, os.stat_result]]) -> bool:
     return True
 
 
-def read_record_files(paths: Sequence[str], chunk: int = 1000) -> Iterator[ReadFile | Unreadable]:
-    """Read and hash every file, in order, ahead of the caller, by worker threads.
+def read_record_files(
+    files: Sequence[tuple[str, os.stat_result]], chunk: int = 1000
+) -> Iterator[ReadFile | Unreadable]:
+    """Read and hash every file (path and its scan's stat), in order, by worker threads ahead of
+    the caller (file I/O and sha256 release the GIL)."""
 
-    File I/O and sha256 release the GIL, so two threads overlap with whatever the caller does
-    with the previous chunk.
-    """
-
-    def read_chunk(part: Sequence[str]) -> list[ReadFile | Unreadable]:
-        return [read_record_file(path) for path in part]
+    def read_chunk(part: Sequence[tuple[str, os.stat_result]]) -> list[ReadFile | Unreadable]:
+        return [read_record_file(path, st) for path, st in part]
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tmlbench-read") as pool:
         futures = [
-            pool.submit(read_chunk, paths[i : i + chunk]) for i in range(0, len(paths), chunk)
+            pool.submit(read_chunk, files[i : i + chunk]) for i in range(0, len(files), chunk)
         ]
         for future in futures:
             yield from future.result()
 
 
-def read_record_file(path: str, limit: int | None = None) -> ReadFile | Unreadable:
-    """One file's bytes, if it is a regular file of at most ``limit`` bytes (default
-    ``RECORD_MAX_BYTES``), never through a symbolic link."""
-    limit = RECORD_MAX_BYTES if limit is None else limit
+def read_record_file(path: str, st: os.stat_result) -> ReadFile | Unreadable:
+    """The file's bytes if its stat says it is a regular file of at most ``RECORD_MAX_BYTES``,
+    opened without following a symbolic link (one put there since the stat fails the open)."""
+    limit = RECORD_MAX_BYTES
+    if stat.S_ISLNK(st.st_mode):
+        return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
+    if not stat.S_ISREG(st.st_mode):
+        return Unreadable(path, f"{path}: not a regular file")
+    if st.st_size > limit:
+        return Unreadable(
+            path, f"{path}: {st.st_size:,} bytes is too large for a run record (at most {limit:,})"
+        )
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -165,31 +156,28 @@ def read_record_file(path: str, limit: int | None = None) -> ReadFile | Unreadab
             return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
         return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return Unreadable(path, f"{path}: not a regular file")
-        if st.st_size > limit:
-            return Unreadable(
-                path,
-                f"{path}: {st.st_size:,} bytes is too large for a run record (at most {limit:,})",
-            )
-        data = _read_at_most(fd, limit + 1)
+        data = _read_at_most(fd, st.st_size + 1, limit + 1)
     except OSError as exc:
         return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
     finally:
         os.close(fd)
-    if len(data) > limit:  # it grew after the stat
+    if len(data) > limit:  # it grew since the stat
         return Unreadable(path, f"{path}: more than {limit:,} bytes is too large for a run record")
-    return ReadFile(path, data, hashlib.sha256(data).hexdigest(), FileStat.of(st))
+    return ReadFile(path, data, hashlib.sha256(data).hexdigest(), st)
 
 
-def _read_at_most(fd: int, limit: int) -> bytes:
-    parts: list[bytes] = []
-    size = 0
+def _read_at_most(fd: int, expected: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes; the first read asks for ``expected`` (a buffer of the file's size,
+    not of the limit, is what each read allocates)."""
+    data = os.read(fd, min(expected, limit))
+    if len(data) < expected:
+        return data  # end of file
+    parts = [data]
+    size = len(data)
     while size < limit:
         part = os.read(fd, min(limit - size, 1 << 20))
         if not part:
             break
         parts.append(part)
         size += len(part)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return b"".join(parts)

@@ -195,9 +195,10 @@ create table if not exists raw.baselines (
 -- The loader's index of the record files it has loaded (load bookkeeping, not data): a load stats
 -- every record.json and reads only the files that are not here with the same size, mtime, ctime
 -- and inode, or whose run is no longer in raw.runs with this content. Rejected files are never
--- indexed: they are read, and reported, on every load.
+-- indexed: they are read, and reported, on every load. One row per path (the loader replaces a
+-- path's row; no primary key: keeping one costs more than the insert itself).
 create table if not exists raw.record_files (
-    path                    varchar primary key,  -- as raw.runs.source_path
+    path                    varchar not null,     -- as raw.runs.source_path
     size                    bigint not null,
     mtime_ns                bigint not null,
     ctime_ns                bigint not null,
