@@ -210,9 +210,6 @@ def _index_lookup(
     )
     con.register("_tmlbench_scanned", files)
     try:
-        seen = con.execute(
-            "select count(*) from _tmlbench_scanned join raw.record_files using (path)"
-        ).fetchone()
         found = con.execute(
             "with indexed as (\n"
             "    select f.* from raw.record_files f semi join raw.runs r\n"
@@ -231,7 +228,10 @@ def _index_lookup(
         (scanned.paths[i], stats[i], (sha, run_id) if sha is not None else None)
         for i, sha, run_id in zip(positions, shas, run_ids, strict=True)
     ]
-    stale = files.select(["path"]) if seen and row[0] > seen[0] else None
+    # Index rows the scan matched (at most: rows of runs since deleted count as unmatched, which
+    # at worst prunes for nothing); fewer than the index holds under root: files are gone.
+    matched = len(scanned) - sum(hit is None for _, _, hit in to_read)
+    stale = files.select(["path"]) if row[0] > matched else None
     return len(scanned) - len(to_read), to_read, stale
 
 
