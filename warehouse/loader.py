@@ -22,8 +22,8 @@ Speed: a load grows with what is new, not with what exists.
 * New files are parsed in bulk by DuckDB (warehouse/bulk_records.py: both cores, no Python
   object per record); only those its strict checks do not accept go through pydantic one by one,
   so a rejection reads exactly as it always did.
-* ``prefixes`` limits a load to the run folders directly under ``runs_dir`` whose names start
-  with them (the settings a Dagster materialization just ran).
+* ``prefixes`` limits a load to the run folders whose paths below ``runs_dir`` start with them
+  (``<suite's runs_subdir>/<run id prefix>``: the settings a Dagster materialization just ran).
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ def load_runs(
 ) -> LoadReport:
     """Ingest every ``record.json`` under ``runs_dir`` (workspaces are never searched).
 
-    ``prefixes``: only the run folders directly under ``runs_dir`` whose names start with one
-    of them. ``rehash``: read and hash every file, not only those whose stat changed.
+    ``prefixes``: only the run folders whose paths below ``runs_dir`` start with one of them
+    (``name`` or ``sub/name``). ``rehash``: read and hash every file, not only those whose stat changed.
     """
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.errors import TmlbenchError
 from runner.records import RECORD_FILE, WORKSPACE_DIR
 
 # A record is a few kilobytes (the demo suite's are ~2.5 KB); anything this large is not one.
@@ -67,24 +68,35 @@ def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> 
     The rules of ``runner.records.iter_record_paths``: a folder holding a ``record.json`` or a
     ``workspace/`` is a run folder and is never descended into (an agent may write a
     record.json in its workspace); any other folder is searched, at any depth. Symbolic links to
-    folders are not followed. With ``prefixes``, only the folders directly under ``runs_dir``
-    whose names start with one of them are looked at (one setting's run folders, say).
+    folders are not followed. With ``prefixes``, only run folders whose paths below
+    ``runs_dir`` start with one of them are looked at: ``name`` for folders directly under it,
+    ``sub/name`` for those in its folder ``sub`` (one setting's run folders, say).
     """
     root = os.fspath(runs_dir)
     found: list[tuple[str, os.stat_result]] = []
     if prefixes is None:
         if not _run_folder(root, found):
             _scan_tree(root, found)
-    elif prefixes:
-        wanted = tuple(prefixes)
-        with os.scandir(root) as entries:
+        return ScannedFiles([path for path, _ in found], [st for _, st in found])
+    by_folder: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        folder, _, name = prefix.rpartition("/")
+        if not name or prefix.startswith("/") or ".." in folder.split("/"):
+            raise TmlbenchError(f"{prefix!r} is not a run-folder prefix below {root}")
+        by_folder.setdefault(folder, []).append(name)
+    for folder, names in by_folder.items():
+        parent = os.path.join(root, folder) if folder else root
+        if folder and (not os.path.isdir(parent) or os.path.islink(parent)):
+            continue  # nothing was run there yet (and links are never followed)
+        wanted = tuple(names)
+        with os.scandir(parent) as entries:
             folders = [
                 e.path
                 for e in entries
                 if e.name.startswith(wanted) and e.is_dir(follow_symlinks=False)
             ]
-        for folder in folders:
-            _run_folder(folder, found)
+        for path in folders:
+            _run_folder(path, found)
     return ScannedFiles([path for path, _ in found], [st for _, st in found])
 
 

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.records import make_record as rec
-from tests.test_warehouse_loader import count, write, write_raw
+from tests.support.records import make_record as rec
+from tests.support.run_folders import write, write_raw
 from warehouse import loader, record_files
 from warehouse.loader import LoadReport, load_runs
+
+
+def count(con, table: str = "raw.runs") -> int:
+    return con.execute(f"select count(*) from {table}").fetchone()[0]
 
 
 def no_reads(monkeypatch: pytest.MonkeyPatch) -> None:

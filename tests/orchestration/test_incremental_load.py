@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from runner.settings import suite_settings
-from tests.records import make_record
-from tests.test_warehouse_loader import write
+from tests.support.records import make_record
+from tests.support.run_folders import write
 from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -30,8 +30,12 @@ def dbt_manifest() -> Path:
 
 @pytest.fixture
 def tiny(tmp_path: Path):
-    """A two-agent, two-task suite in temporary folders; resources; a Dagster instance."""
+    """A two-agent, two-task suite in temporary folders; resources; a Dagster instance that
+    holds the suite's partitions; the definitions."""
+    from orchestration.definitions import build_defs
     from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs
 
     suites = tmp_path / "suites"
     suites.mkdir()
@@ -42,10 +46,7 @@ def tiny(tmp_path: Path):
     }  # fmt: skip
     (suites / "tiny.yaml").write_text(yaml.safe_dump(suite))
     bench = BenchConfig(
-        suite_id="tiny",
-        suites_dir=str(suites),
-        data_dir=str(tmp_path / "data"),
-        runs_dir=str(tmp_path / "runs"),
+        suites_dir=str(suites), data_dir=str(tmp_path / "data"), runs_dir=str(tmp_path / "runs")
     )
     resources = {
         "bench": bench,
@@ -54,32 +55,42 @@ def tiny(tmp_path: Path):
         "dbt": dbt_resource(),
     }
     with dg.instance_for_test() as instance:
-        yield bench, resources, instance
+        sync_suite(instance, SuiteFile("tiny"), scan_specs(bench.paths()).keys["tiny"])
+        yield bench, resources, instance, build_defs([SuiteFile("tiny")], resources)
 
 
-def record_setting(bench, key: str, attempts: int = 2, first: int = 0) -> None:
+def record_setting(bench, key: str, attempts: int = 2, first: int = 0, suite: str = "tiny") -> None:
     """Write ``attempts`` records of setting ``key`` (indices from ``first``) as the bench would."""
-    setting = {s.key: s for s in suite_settings(bench.suite(), bench.paths())}[key]
+    spec = bench.suite(suite)
+    setting = {s.key: s for s in suite_settings(spec, bench.paths())}[key]
     for index in range(first, first + attempts):
         record = make_record(
             agent=setting.agent.id, task=setting.task.id, budget=setting.budget_seconds,
-            minute=index, run_id=setting.plan(index).run_id, suite_id="tiny",
+            minute=index, run_id=setting.plan(index).run_id, suite_id=suite,
         )  # fmt: skip
-        write(bench.layout().runs_dir, record)
+        write(bench.layout(spec).runs_dir, record)
 
 
-def ran(instance: dg.DagsterInstance, *keys: str) -> None:
-    """What a materialization of these agent_runs partitions leaves in the instance."""
-    for key in keys:
-        instance.report_runless_asset_event(dg.AssetMaterialization("agent_runs", partition=key))
+def ran(instance: dg.DagsterInstance, *settings: str) -> None:
+    """What a materialization of these settings' tiny/agent_runs partitions leaves behind."""
+    from orchestration.partitions import settings_partition_key
+    from runner.settings import parse_setting_key
+
+    for setting in settings:
+        partition = str(settings_partition_key(*parse_setting_key(setting)))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(["tiny", "agent_runs"], partition=partition)
+        )
 
 
-def load(resources, instance, config: dict | None = None) -> dict:
+def load(tiny, config: dict | None = None) -> dict:
     """Materialize the raw load; the metadata and data version of raw/runs."""
-    from orchestration.assets.warehouse import RAW_RUNS, raw_warehouse
+    from orchestration.assets.warehouse import RAW_KEYS, RAW_RUNS
 
+    _, resources, instance, defs = tiny
     result = dg.materialize(
-        [raw_warehouse],
+        [*defs.assets, *defs.asset_checks],
+        selection=dg.AssetSelection.assets(*RAW_KEYS),
         resources=resources,
         instance=instance,
         run_config={"ops": {"raw_warehouse": {"config": config or {}}}},
@@ -100,53 +111,46 @@ def key(agent: str, task: str = BANK) -> str:
 
 
 def test_the_raw_load_reads_the_settings_run_since_it_last_ran(tiny):
-    bench, resources, instance = tiny
+    bench, _, instance, _ = tiny
     record_setting(bench, key("baseline-constant"))
-    first = load(resources, instance)  # never loaded: every record
+    first = load(tiny)  # never loaded: every record
     assert (first["scope"], first["new"]) == ("every record", 2)
 
     record_setting(bench, key("baseline-linear"))
     record_setting(bench, key("baseline-linear", S6E1))  # on disk, but its setting did not run
     ran(instance, key("baseline-linear"))
-    partial = load(resources, instance)
+    partial = load(tiny)
     assert partial["scope"] == "1 settings"
     assert (partial["new"], partial["unchanged"], partial["parsed"]) == (2, 0, 2)
 
     # run on its own (no setting ran since): an index-based rescan finds the rest
-    full = load(resources, instance)
+    full = load(tiny)
     assert full["scope"] == "every record"
     assert (full["new"], full["unchanged"], full["parsed"]) == (2, 4, 2)
     assert full["dagster/row_count"] == 6
 
-    chosen = load(resources, instance, {"settings": [key("baseline-constant")]})
+    chosen = load(tiny, {"settings": {"tiny": [key("baseline-constant")]}})
     assert (chosen["scope"], chosen["unchanged"], chosen["parsed"]) == ("1 settings", 2, 0)
-    with pytest.raises(dg.Failure, match="not settings of suite"):
-        load(resources, instance, {"settings": ["nobody|nothing|1"]})
+    with pytest.raises(dg.Failure, match="not settings of suite tiny"):
+        load(tiny, {"settings": {"tiny": ["nobody|nothing|1"]}})
 
 
 def test_the_data_version_changes_with_the_content_only(tiny):
-    bench, resources, instance = tiny
+    bench = tiny[0]
     record_setting(bench, key("baseline-constant"))
-    first = load(resources, instance)
-    again = load(resources, instance, {"full_rescan": True})
+    first = load(tiny)
+    again = load(tiny, {"full_rescan": True})
     assert again["new"] == 0 and again["data_version"] == first["data_version"]
     record_setting(bench, key("baseline-linear"))
-    changed = load(resources, instance, {"full_rescan": True})
+    changed = load(tiny, {"full_rescan": True})
     assert changed["new"] == 2 and changed["data_version"] != first["data_version"]
 
 
 def test_automation_rebuilds_the_marts_only_when_the_raw_data_changed(tiny, dbt_manifest):
     """The dbt models and the snapshot follow raw/runs's data version, not its materializations."""
-    from orchestration.definitions import build_defs
-
-    bench, resources, instance = tiny
-    defs = build_defs(bench.suite(), resources)
+    bench, _, instance, defs = tiny
     graph = defs.resolve_asset_graph()
-    downstream = {
-        k
-        for k in graph.get_all_asset_keys()
-        if k.path[0] not in ("agent_runs", "prepared_tasks", "raw")
-    }
+    downstream = {k for k in graph.get_all_asset_keys() if k.path[0] not in ("tiny", "raw")}
     stg_runs = dg.AssetKey("stg_raw__runs")
     assert stg_runs in downstream and dg.AssetKey("marts_snapshot") in downstream
 
@@ -156,19 +160,19 @@ def test_automation_rebuilds_the_marts_only_when_the_raw_data_changed(tiny, dbt_
 
     ran(instance, *[f"{a}|{t}|30" for a in AGENTS for t in (BANK, S6E1)])
     record_setting(bench, key("baseline-constant"))
-    load(resources, instance)
+    load(tiny)
     for k in downstream:  # as if dbt and the snapshot had been built from this load
         instance.report_runless_asset_event(dg.AssetMaterialization(k))
     cursor, _ = tick(None)
     cursor, requested = tick(cursor)
     assert requested == set()
 
-    load(resources, instance, {"full_rescan": True})  # nothing new
+    load(tiny, {"full_rescan": True})  # nothing new
     cursor, requested = tick(cursor)
     assert requested == set(), "a load that changed nothing rebuilt the marts"
 
     record_setting(bench, key("baseline-linear"))
-    load(resources, instance, {"full_rescan": True})
+    load(tiny, {"full_rescan": True})
     cursor, requested = tick(cursor)
     assert stg_runs in requested and dg.AssetKey("marts_snapshot") in requested
 
@@ -189,10 +193,7 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
     }  # fmt: skip
     (suites / "one.yaml").write_text(yaml.safe_dump(suite))
     bench = BenchConfig(
-        suite_id="one",
-        suites_dir=str(suites),
-        data_dir=str(tmp_path / "data"),
-        runs_dir=str(tmp_path / "runs"),
+        suites_dir=str(suites), data_dir=str(tmp_path / "data"), runs_dir=str(tmp_path / "runs")
     )
     resources = {
         "bench": bench,
@@ -217,6 +218,6 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
         assert snapshot.stat().st_mtime_ns == published
 
         # a record the marts have not seen (written by hand) is loaded, and the marts rebuilt
-        record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2)
+        record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2, suite="one")
         assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
         assert snapshot.stat().st_mtime_ns != published

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from runner.records import RunRecord
-from tests.records import make_record
+from tests.support.records import make_record
 from warehouse import loader
 from warehouse.bulk_records import COLUMN_TYPES, bulk_parse, field_rules
 
@@ -161,7 +161,7 @@ def test_bulk_accepts_only_what_pydantic_accepts_with_the_same_values(con, colum
 
 def test_a_bulk_parse_that_fails_leaves_every_file_to_pydantic(con, tmp_path, monkeypatch):
     """Whatever Arrow raises on a batch, the load goes on: pydantic judges each of its files."""
-    from tests.test_warehouse_loader import write, write_raw
+    from tests.support.run_folders import write, write_raw
 
     runs = tmp_path / "runs"
     for minute in range(3):
