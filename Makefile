@@ -101,9 +101,16 @@ ui: install manifest dagster-home
 dashboard: install
 	$(RUN) streamlit run app/streamlit_app.py --server.address 127.0.0.1 --server.port 8501 --server.headless true
 
-# The dbt manifest is built here, never when the definitions are imported.
-manifest: install
+# The dbt manifest is built here, never when the definitions are imported; and only when a file
+# dbt parses is newer than it (a `make run` with nothing new should not wait seconds for dbt).
+MANIFEST := dbt_project/target/manifest.json
+DBT_SOURCES := $(shell find dbt_project/models dbt_project/macros dbt_project/tests -type f 2>/dev/null) \
+	$(wildcard dbt_project/*.yml)
+manifest: install $(MANIFEST)
+
+$(MANIFEST): $(DBT_SOURCES) .venv/.installed
 	$(RUN) python -m warehouse.dbt parse --quiet
+	@touch $@
 
 dagster-home:
 	@mkdir -p $(DAGSTER_HOME)

@@ -2,12 +2,17 @@
 
     python -m orchestration.materialize --suite demo
 
-Three runs, because the graph has two partitionings: prepared tasks (all task partitions in one
-run), agent runs (all settings in one run, attempts in parallel on pinned CPUs), then the raw
-load, every dbt model with its tests, and the snapshot. The terminal shows a progress bar per
-run and a short summary; everything the runs print or log (Dagster's events, dbt's output)
+Three phases, because the graph has two partitionings: prepared tasks (all task partitions in
+one run), agent runs (all settings in one run, attempts in parallel on pinned CPUs), then the
+warehouse: the raw load, and, unless the marts are already built from exactly what the warehouse
+now holds, every dbt model with its tests and the snapshot. The terminal shows a progress bar per
+phase and a short summary; everything the runs print or log (Dagster's events, dbt's output)
 goes to ``<data>/logs/<time>.log``, whose path is printed. Each run is also recorded in the
 Dagster instance ($DAGSTER_HOME, when set), so `make ui` shows them with their logs.
+
+Nothing new, nothing rebuilt: the snapshot's last materialization in the instance says what it
+was built from (``marts_inputs_version``: the raw tables' content and the dbt project); when the
+warehouse holds the same after the load, dbt and the snapshot are skipped.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
@@ -47,6 +52,8 @@ class Step:
     partitions: int | None  # how many partitions the range holds; None: unpartitioned
     counts: Counts
     unit: str
+    # Run these first, then the rest of the selection only if the marts are behind them.
+    first: dg.AssetSelection | None = None
 
     def total(self, graph: dg.AssetGraph | None = None) -> int:
         if self.partitions is not None:
@@ -57,6 +64,8 @@ class Step:
 
 def suite_steps(suite: SuiteFile, keys: SuiteKeys) -> list[Step]:
     """The three runs over ``keys``, the suite's partitions in the order the instance holds them."""
+    from orchestration.assets.warehouse import RAW_KEYS  # see materialize_suite
+
     benchmark = (suite.prepared_tasks_key, suite.agent_runs_key)
     settings = suite.partitions.settings_range(keys)
     return [
@@ -71,7 +80,7 @@ def suite_steps(suite: SuiteFile, keys: SuiteKeys) -> list[Step]:
         Step(
             "suite_warehouse", "warehouse, dbt, snapshot",
             dg.AssetSelection.all() - dg.AssetSelection.assets(*benchmark),
-            None, None, "assets", "assets and checks",
+            None, None, "assets", "assets and checks", first=dg.AssetSelection.assets(*RAW_KEYS),
         ),
     ]  # fmt: skip
 
@@ -103,33 +112,75 @@ def materialize_suite(
     defs = build_defs([suite], resources)
     graph = defs.resolve_asset_graph()
     progress = progress or SuiteProgress(Console(quiet=True))
-    results = []
-    for step in suite_steps(suite, keys):
+    steps = [(step, _runs_of(step)) for step in suite_steps(suite, keys)]
+    # One set of definitions with every run's job: the asset graph (hundreds of dbt assets) is
+    # resolved once, not once per run.
+    jobs = dg.Definitions(
+        assets=defs.assets,
+        asset_checks=defs.asset_checks,
+        jobs=[
+            dg.define_asset_job(run.job_name, selection=run.selection)
+            for _, runs in steps
+            for run in runs
+        ],
+        resources=defs.resources,
+        loggers={"console": dg.colored_console_logger, "progress": progress.logger()},
+    )
+    results: list[dg.ExecuteInProcessResult] = []
+    for step, runs in steps:
         progress.begin(Phase(step.title, step.total(graph), step.counts, step.unit))
-        result = _execute(defs, step, progress, instance)
-        progress.end(result.success, _first_failure(result))
-        results.append(result)
-        if not result.success:
+        for n, run in enumerate(runs):
+            if n and marts_current(resources["warehouse"], instance):
+                progress.note("nothing new: dbt and the snapshot are up to date")
+                break
+            results.append(_execute(jobs, run, instance))
+            if not results[-1].success:
+                break
+        progress.end(results[-1].success, _first_failure(results[-1]))
+        if not results[-1].success:
             break
     return results
 
 
+def _runs_of(step: Step) -> list[Step]:
+    """The step's runs: itself, or its ``first`` part and then the rest (if the marts are behind)."""
+    if step.first is None:
+        return [step]
+    return [
+        replace(step, job_name=f"{step.job_name}_load", selection=step.first),
+        replace(step, selection=step.selection - step.first),
+    ]
+
+
+def marts_current(warehouse: DuckDBWarehouse, instance: dg.DagsterInstance) -> bool:
+    """Were the snapshot and the marts last built from what the warehouse holds now?
+
+    Yes when the instance's last materialization of the snapshot was built from the warehouse's
+    current ``marts_inputs_version`` and the snapshot file and the marts are there. An instance
+    without that history (a throwaway one, a first run) says no.
+    """
+    from orchestration.assets.warehouse import SNAPSHOT, marts_inputs_version
+
+    if not warehouse.snapshot_file().is_file():
+        return False
+    event = instance.get_latest_materialization_event(SNAPSHOT)
+    built = event.asset_materialization if event else None
+    recorded = built.metadata.get("built_from") if built else None
+    if recorded is None:
+        return False
+    with warehouse.connection(read_only=True) as con:
+        has_marts = con.execute(
+            "select count(*) from information_schema.tables where table_schema = 'marts'"
+        ).fetchone()
+        return bool(has_marts and has_marts[0]) and recorded.value == marts_inputs_version(con)
+
+
 def _execute(
-    defs: dg.Definitions,
-    step: Step,
-    progress: SuiteProgress,
-    instance: dg.DagsterInstance | None,
+    jobs: dg.Definitions, step: Step, instance: dg.DagsterInstance
 ) -> dg.ExecuteInProcessResult:
     """One run of ``step`` (what ``dg.materialize`` does, with a named job and our loggers)."""
     keys = step.partition_range
-    job_defs = dg.Definitions(
-        assets=defs.assets,
-        asset_checks=defs.asset_checks,
-        jobs=[dg.define_asset_job(step.job_name, selection=step.selection)],
-        resources=defs.resources,
-        loggers={"console": dg.colored_console_logger, "progress": progress.logger()},
-    )
-    return job_defs.resolve_job_def(step.job_name).execute_in_process(
+    return jobs.resolve_job_def(step.job_name).execute_in_process(
         run_config=RUN_CONFIG,
         instance=instance,
         tags=partition_range_tags(keys[0], keys[-1]) if keys else None,

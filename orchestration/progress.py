@@ -57,6 +57,7 @@ class Phase:
     seconds: float = 0.0
     ok: bool | None = None  # None: not finished (or not started)
     error: str = ""
+    note: str = ""  # e.g. what was skipped
 
 
 class SuiteProgress:
@@ -103,6 +104,11 @@ class SuiteProgress:
         self.bars.stop_task(task)
         self._current = None
 
+    def note(self, detail: str) -> None:
+        """A word on the current phase, shown beside its bar and in the summary."""
+        assert self._current is not None, "note() without begin()"
+        self._current[0].note = detail
+
     def logger(self) -> dg.LoggerDefinition:
         """A Dagster logger that moves the bars (add it to the runs' loggers)."""
         progress = self
@@ -142,6 +148,8 @@ class SuiteProgress:
 
     @staticmethod
     def _detail(phase: Phase) -> str:
+        if phase.note:
+            return phase.note
         if phase.counts == "attempts":
             new = sum(phase.statuses.values())
             by_status = ", ".join(f"{n} {s}" for s, n in phase.statuses.most_common())

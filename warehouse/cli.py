@@ -57,7 +57,9 @@ RUNS_DIR_OPTION = click.option(
 )
 
 
-def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadReport:
+def _load_everything(
+    paths: Paths, runs_dir: Path | None, db: Path, rehash: bool = False
+) -> LoadReport:
     """Specs, then every record under the runs dir, into ``db``; prints what happened."""
     from warehouse.db import apply_ddl
     from warehouse.loader import LoadReport, load_runs, load_specs
@@ -71,7 +73,7 @@ def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadRepor
             f"specs: {counts['tasks']} tasks, {counts['agents']} agents, {counts['suites']} suites"
         )
         if runs_dir.is_dir():
-            report = load_runs(con, runs_dir)
+            report = load_runs(con, runs_dir, rehash=rehash)
         else:
             console.print(f"no runs directory at {runs_dir}: no records to load")
             report = LoadReport(0, 0, [])
@@ -85,11 +87,21 @@ def _load_everything(paths: Paths, runs_dir: Path | None, db: Path) -> LoadRepor
 
 @warehouse.command("load")
 @RUNS_DIR_OPTION
+@click.option(
+    "--rehash",
+    is_flag=True,
+    help="Read and hash every record file, not only those whose size, mtime or ctime changed.",
+)
 @warehouse_option
 @click.pass_obj
-def warehouse_load(paths: Paths, runs_dir: Path | None, warehouse_file: Path | None) -> None:
-    """Load task/agent specs and every run record (idempotent; exit code 1 if any is rejected)."""
-    report = _load_everything(paths or Paths.from_env(), runs_dir, _resolve(warehouse_file))
+def warehouse_load(
+    paths: Paths, runs_dir: Path | None, rehash: bool, warehouse_file: Path | None
+) -> None:
+    """Load task/agent specs and every new or changed run record (idempotent; exit code 1 if
+    any is rejected). Files already loaded and unchanged are only stat'ed."""
+    report = _load_everything(
+        paths or Paths.from_env(), runs_dir, _resolve(warehouse_file), rehash=rehash
+    )
     if report.rejected:
         sys.exit(1)
 

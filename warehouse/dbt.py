@@ -11,6 +11,7 @@ handle dbt-duckdb caches per process dies with that process instead of locking t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -55,6 +56,25 @@ def vars_args(warehouse: Path, overrides: Mapping[str, Any] | None = None) -> li
 def project_args() -> list[str]:
     """Where the project and its profile are (dagster-dbt passes these itself)."""
     return ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
+
+
+# What dbt builds the marts from (dbt_project.yml's paths, and the files at the project's top);
+# target/, logs/ and the like are dbt's output.
+PROJECT_SOURCES = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
+
+
+def project_fingerprint(project_dir: Path = DBT_PROJECT_DIR) -> str:
+    """A hash of every file dbt builds from: the same files, the same marts from the same raw
+    tables (with the raw tables' content versions, what a rebuild can be skipped on)."""
+    digest = hashlib.sha256()
+    files = [p for p in project_dir.iterdir() if p.is_file() and p.suffix in (".yml", ".yaml")]
+    for folder in PROJECT_SOURCES:
+        if (project_dir / folder).is_dir():
+            files += [p for p in (project_dir / folder).rglob("*") if p.is_file()]
+    for path in sorted(files):
+        digest.update(f"{path.relative_to(project_dir)}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
 
 
 def dbt_command(args: Sequence[str]) -> list[str]:

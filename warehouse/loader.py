@@ -9,9 +9,21 @@ Rules (the warehouse half of "records are immutable"):
   rejected with a message naming the file and the problem, and the others still load;
 * one transaction per load: all new rows go in together, or (on any failure) none do.
 
-Speed: records are parsed by pydantic-core straight from bytes, turned into one Arrow table
-and inserted with one ``INSERT ... BY NAME`` statement; existing run_ids are looked up with one
-join. 100,000 records load in a few seconds (see benchmarks/warehouse_load.py).
+Speed: a load grows with what is new, not with what exists.
+
+* ``raw.record_files`` indexes every file loaded (path, size, mtime, ctime, inode, sha256): a
+  scan stats each ``record.json`` (one ``lstat`` per run folder, warehouse/record_files.py) and
+  only files that are new, whose stat changed, or whose run is no longer loaded are read. A file
+  read again is hashed: the same content is unchanged (its index row is refreshed), other
+  content under a loaded run_id is the immutability violation it always was. ``rehash=True``
+  reads and hashes every file (no parse for the unchanged): a change that kept size, mtime,
+  ctime and inode (only possible by writing the disk under the filesystem or resetting the
+  clock) is seen then.
+* New files are parsed in bulk by DuckDB (warehouse/bulk_records.py: both cores, no Python
+  object per record); only those its strict checks do not accept go through pydantic one by one,
+  so a rejection reads exactly as it always did.
+* ``prefixes`` limits a load to the run folders whose paths below ``runs_dir`` start with them
+  (``<suite's runs_subdir>/<run id prefix>``: the settings a Dagster materialization just ran).
 """
 
 from __future__ import annotations
@@ -19,8 +31,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import operator
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,37 +42,42 @@ from pydantic import ValidationError
 
 from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
-from runner.records import RunRecord, iter_record_paths
+from runner.records import RunRecord
 from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
+from warehouse.bulk_records import FieldRule, arrow_type, bulk_parse, check_columns, field_rules
 from warehouse.db import apply_ddl
+from warehouse.record_files import (
+    ReadFile,
+    ScannedFiles,
+    Unreadable,
+    read_record_files,
+    scan_record_files,
+)
 
 SOURCE_TMLBENCH = "tmlbench"
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.model_fields)
 _FIELD_GETTER = operator.itemgetter(*RUN_FIELDS)
 BOOKKEEPING = ("source", "source_path", "record_sha256", "loaded_at", "source_fields")
+RULES: tuple[FieldRule, ...] = tuple(field_rules())
+# Files parsed per DuckDB statement: bounds the memory a load of a million records needs.
+BULK_BATCH = 20_000
 
-_ARROW_TYPES = {
-    "VARCHAR": pa.string(),
-    "INTEGER": pa.int64(),
-    "BIGINT": pa.int64(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
-    "DATE": pa.date32(),
-    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-    "MAP(VARCHAR, INTEGER)": pa.map_(pa.string(), pa.int64()),
-    "VARCHAR[]": pa.list_(pa.string()),
-}
 _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What one load did: rows inserted, records already there, records refused (path, why)."""
+    """What one load did: rows inserted, records already there, records refused (path, why).
+
+    ``parsed`` (not part of equality) counts the files this load parsed: the others were known
+    from the index, or read and found unchanged by their hash.
+    """
 
     new: int
     unchanged: int
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    parsed: int = field(default=0, compare=False)
 
     @property
     def total(self) -> int:
@@ -78,50 +95,202 @@ class Candidate:
     source_fields: str | None = None
 
 
-def load_runs(con: duckdb.DuckDBPyConnection, runs_dir: Path) -> LoadReport:
-    """Ingest every ``record.json`` under ``runs_dir`` (workspaces are never searched)."""
+@dataclass(frozen=True)
+class _Entry:
+    """A record on its way in, parsed either way: a Candidate, or row ``row`` of a bulk table."""
+
+    run_id: str
+    source_path: str
+    record_sha256: str
+    candidate: Candidate | None = None
+    table: int = -1  # index into the bulk tables
+    row: int = -1
+    stat: os.stat_result | None = None  # record files: what the index keeps of them
+
+
+def load_runs(
+    con: duckdb.DuckDBPyConnection,
+    runs_dir: Path,
+    *,
+    prefixes: Sequence[str] | None = None,
+    rehash: bool = False,
+) -> LoadReport:
+    """Ingest every ``record.json`` under ``runs_dir`` (workspaces are never searched).
+
+    ``prefixes``: only the run folders whose paths below ``runs_dir`` start with one of them
+    (``name`` or ``sub/name``). ``rehash``: read and hash every file, not only those whose stat changed.
+    """
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise TmlbenchError(f"runs directory {runs_dir} does not exist")
-    candidates: list[Candidate] = []
+    apply_ddl(con)
+    root = runs_dir.resolve()
+    scanned = scan_record_files(root, prefixes)
+    indexed, to_read, stale = _index_lookup(con, root, scanned, rehash)
+    columns = _run_columns(con)
+
     rejected: list[tuple[str, str]] = []
-    for path, data in _read_all(iter_record_paths(runs_dir.resolve())):
-        if isinstance(data, OSError):
-            rejected.append((str(path), f"{path}: cannot read: {data.strerror or data}"))
+    refreshed: list[_Entry] = []  # read again, same content as loaded: only the stat is new
+    tables: list[pa.Table] = []
+    entries: list[_Entry] = []
+    parsed = 0
+    known = {path: hit for path, _, hit in to_read if hit is not None}
+    files = [(path, st) for path, st, _ in to_read]
+    for batch in _batches(read_record_files(files), BULK_BATCH):
+        to_parse: list[ReadFile] = []
+        for item in batch:
+            if isinstance(item, Unreadable):
+                rejected.append((item.path, item.message))
+            elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
+                refreshed.append(_Entry(hit[1], item.path, item.sha256, stat=item.stat))
+            else:
+                to_parse.append(item)
+        parsed += len(to_parse)
+        batch_entries, batch_rejected, table = _parse(con, to_parse, columns, len(tables))
+        entries += batch_entries
+        rejected += batch_rejected
+        if table is not None:
+            tables.append(table)
+    entries.sort(key=lambda e: e.source_path)
+    report = _ingest(
+        con,
+        entries,
+        rejected,
+        source=SOURCE_TMLBENCH,
+        columns=columns,
+        tables=tables,
+        refreshed=refreshed,
+        # a full scan saw every file under root: index rows of files gone since are dropped
+        prune=(root, stale) if prefixes is None and stale is not None else None,
+    )
+    return LoadReport(
+        new=report.new,
+        unchanged=report.unchanged + indexed + len(refreshed),
+        rejected=report.rejected,
+        parsed=parsed,
+    )
+
+
+def _index_lookup(
+    con: duckdb.DuckDBPyConnection, root: Path, scanned: ScannedFiles, rehash: bool
+) -> tuple[int, list[tuple[str, os.stat_result, tuple[str, str] | None]], pa.Table | None]:
+    """What the index knows of the scanned files.
+
+    Returns how many it knows unchanged; the others, sorted by path, each with its stat and the
+    (sha256, run_id) the index has for its path (None when it has none); and, when the index
+    holds rows of files under ``root`` that the scan did not see, the scanned paths (for
+    ``_update_index`` to prune).
+
+    An index row counts only while raw.runs holds its run with its hash: a run deleted from the
+    warehouse is read, and loaded, again.
+    """
+    stats = scanned.stats
+    row = con.execute(
+        "select count(*) from raw.record_files where starts_with(path, $root)",
+        {"root": _folder_prefix(root)},
+    ).fetchone()
+    if not row or not row[0]:  # nothing indexed here yet (a first load): read everything
+        order = sorted(range(len(scanned)), key=scanned.paths.__getitem__)
+        return 0, [(scanned.paths[i], stats[i], None) for i in order], None
+    files = pa.table(
+        {
+            "i": pa.array(range(len(scanned)), pa.int64()),
+            "path": pa.array(scanned.paths, pa.string()),
+            "size": pa.array([st.st_size for st in stats], pa.int64()),
+            "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
+            "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
+            "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
+        }
+    )
+    same = (
+        "false"
+        if rehash
+        else "(f.size = s.size and f.mtime_ns = s.mtime_ns and f.ctime_ns = s.ctime_ns "
+        "and f.inode = s.inode)"
+    )
+    con.register("_tmlbench_scanned", files)
+    try:
+        found = con.execute(
+            "with indexed as (\n"
+            "    select f.* from raw.record_files f semi join raw.runs r\n"
+            "    on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
+            ")\n"
+            "select s.i, f.record_sha256, f.run_id\n"
+            "from _tmlbench_scanned s left join indexed f using (path)\n"
+            f"where not coalesce({same}, false) order by s.path"
+        ).fetch_arrow_table()
+    finally:
+        con.unregister("_tmlbench_scanned")
+    positions = found.column("i").to_pylist()
+    shas = found.column("record_sha256").to_pylist()
+    run_ids = found.column("run_id").to_pylist()
+    to_read = [
+        (scanned.paths[i], stats[i], (sha, run_id) if sha is not None else None)
+        for i, sha, run_id in zip(positions, shas, run_ids, strict=True)
+    ]
+    # Index rows the scan matched (at most: rows of runs since deleted count as unmatched, which
+    # at worst prunes for nothing); fewer than the index holds under root: files are gone.
+    matched = len(scanned) - sum(hit is None for _, _, hit in to_read)
+    stale = files.select(["path"]) if row[0] > matched else None
+    return len(scanned) - len(to_read), to_read, stale
+
+
+def _folder_prefix(root: Path) -> str:
+    return str(root).rstrip(os.sep) + os.sep
+
+
+def _batches(
+    items: Iterator[ReadFile | Unreadable], size: int
+) -> Iterator[list[ReadFile | Unreadable]]:
+    batch: list[ReadFile | Unreadable] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _parse(
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[ReadFile],
+    columns: dict[str, str],
+    table_index: int,
+) -> tuple[list[_Entry], list[tuple[str, str]], pa.Table | None]:
+    """Parse ``files``: in bulk, then one by one (pydantic) those the bulk checks refused."""
+    if not files:
+        return [], [], None
+    try:
+        accepted: pa.Table | None = bulk_parse([f.data for f in files], RULES, columns)
+    except pa.ArrowException:  # the bulk path only ever decides who is quick: pydantic judges
+        accepted = None
+    positions = accepted.column("i").to_pylist() if accepted is not None else []
+    run_ids = accepted.column("run_id").to_pylist() if accepted is not None else []
+    entries = [
+        _Entry(
+            run_id, files[i].path, files[i].sha256, table=table_index, row=row, stat=files[i].stat
+        )
+        for row, (i, run_id) in enumerate(zip(positions, run_ids, strict=True))
+    ]
+    rejected: list[tuple[str, str]] = []
+    taken = set(positions)
+    for i, f in enumerate(files):
+        if i in taken:
             continue
         try:
-            record = RunRecord.model_validate_json(data)
+            record = RunRecord.model_validate_json(f.data)
         except ValidationError as exc:
             rejected.append(
-                (str(path), f"{path}: not a valid run record: {describe_validation_error(exc)}")
+                (f.path, f"{f.path}: not a valid run record: {describe_validation_error(exc)}")
             )
             continue
-        candidates.append(Candidate(record, str(path), hashlib.sha256(data).hexdigest()))
-    return ingest(con, candidates, rejected, source=SOURCE_TMLBENCH)
-
-
-def _read_all(paths: Sequence[Path], chunk: int = 1000) -> Iterator[tuple[Path, bytes | OSError]]:
-    """The bytes of every file, in order, read ahead by worker threads.
-
-    File I/O releases the GIL, so reading overlaps with validating the previous chunk.
-    """
-
-    def read_chunk(part: Sequence[Path]) -> list[tuple[Path, bytes | OSError]]:
-        out: list[tuple[Path, bytes | OSError]] = []
-        for path in part:
-            try:
-                with open(path, "rb") as fh:
-                    out.append((path, fh.read()))
-            except OSError as exc:
-                out.append((path, exc))
-        return out
-
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tmlbench-read") as pool:
-        futures = [
-            pool.submit(read_chunk, paths[i : i + chunk]) for i in range(0, len(paths), chunk)
-        ]
-        for future in futures:
-            yield from future.result()
+        entries.append(
+            _Entry(
+                record.run_id, f.path, f.sha256, Candidate(record, f.path, f.sha256), stat=f.stat
+            )
+        )
+    return entries, rejected, accepted.drop_columns(["i"]) if accepted is not None else None
 
 
 def ingest(
@@ -138,53 +307,76 @@ def ingest(
     add agents and renumber attempts), so it too is all-or-nothing.
     """
     apply_ddl(con)
+    entries = [
+        _Entry(c.record.run_id, c.source_path, c.record_sha256, candidate=c) for c in candidates
+    ]
+    return _ingest(
+        con, entries, rejected, source=source, columns=_run_columns(con),
+        in_transaction=in_transaction,
+    )  # fmt: skip
+
+
+def _ingest(
+    con: duckdb.DuckDBPyConnection,
+    entries: Sequence[_Entry],
+    rejected: Iterable[tuple[str, str]],
+    *,
+    source: str,
+    columns: dict[str, str],
+    tables: Sequence[pa.Table] = (),
+    refreshed: Sequence[_Entry] = (),
+    prune: tuple[Path, pa.Table] | None = None,
+    in_transaction: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> LoadReport:
+    """The one transaction of a load: new rows in, record files indexed, conflicts reported."""
     rejected = list(rejected)
-    columns = _run_columns(con)
     int_checks = _int_checks(columns)
 
     # Values the raw schema's constraints would refuse are rejected per record here, so one bad
-    # record cannot fail the whole insert.
-    first: dict[str, Candidate] = {}
-    unchanged = 0
-    for cand in candidates:
-        problem = _constraint_problem(cand.record, int_checks)
-        if problem:
-            rejected.append((cand.source_path, f"{cand.source_path}: {problem}"))
-            continue
-        seen = first.get(cand.record.run_id)
+    # record cannot fail the whole insert (bulk-parsed records were checked in SQL already).
+    first: dict[str, _Entry] = {}
+    unchanged: list[_Entry] = []
+    for entry in entries:
+        if entry.candidate is not None:
+            problem = _constraint_problem(entry.candidate.record, int_checks)
+            if problem:
+                rejected.append((entry.source_path, f"{entry.source_path}: {problem}"))
+                continue
+        seen = first.get(entry.run_id)
         if seen is None:
-            first[cand.record.run_id] = cand
-        elif seen.record_sha256 == cand.record_sha256:
-            unchanged += 1
+            first[entry.run_id] = entry
+        elif seen.record_sha256 == entry.record_sha256:
+            unchanged.append(entry)
         else:
             rejected.append(
                 (
-                    cand.source_path,
-                    f"records are immutable; {cand.source_path} differs from the loaded one "
-                    f"(loaded from {seen.source_path}, run_id {cand.record.run_id})",
+                    entry.source_path,
+                    f"records are immutable; {entry.source_path} differs from the loaded one "
+                    f"(loaded from {seen.source_path}, run_id {entry.run_id})",
                 )
             )
 
     con.execute("begin transaction")
     try:
-        existing = _existing(con, first.values())
-        new: list[Candidate] = []
-        for run_id, cand in first.items():
+        existing = _existing(con, first)
+        new: list[_Entry] = []
+        for run_id, entry in first.items():
             hit = existing.get(run_id)
             if hit is None:
-                new.append(cand)
-            elif hit[0] == cand.record_sha256:
-                unchanged += 1
+                new.append(entry)
+            elif hit[0] == entry.record_sha256:
+                unchanged.append(entry)
             else:
                 rejected.append(
                     (
-                        cand.source_path,
-                        f"records are immutable; {cand.source_path} differs from the loaded one "
+                        entry.source_path,
+                        f"records are immutable; {entry.source_path} differs from the loaded one "
                         f"(loaded from {hit[1]}, run_id {run_id})",
                     )
                 )
         if new:
-            _insert_runs(con, _runs_table(new, columns, source))
+            _insert_runs(con, _runs_table(new, columns, source, tables))
+        _update_index(con, [e for e in (*new, *unchanged, *refreshed) if e.stat is not None], prune)
         if in_transaction is not None:
             in_transaction(con)
         con.execute("commit")
@@ -195,7 +387,7 @@ def ingest(
                 f"loading into raw.runs failed, nothing was loaded (rolled back): {exc}"
             ) from exc
         raise
-    return LoadReport(new=len(new), unchanged=unchanged, rejected=rejected)
+    return LoadReport(new=len(new), unchanged=len(unchanged), rejected=rejected)
 
 
 def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -204,13 +396,14 @@ def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         "select column_name, data_type from information_schema.columns "
         "where table_schema = 'raw' and table_name = 'runs' order by ordinal_position"
     ).fetchall()
-    columns = dict(rows)
+    columns: dict[str, str] = dict(rows)
     missing = [f for f in (*RUN_FIELDS, *BOOKKEEPING) if f not in columns]
     if missing:
         raise TmlbenchError(
             f"raw.runs has no column for {', '.join(missing)}: warehouse/ddl/raw.sql is behind "
             "runner.records.RunRecord (add the columns there)"
         )
+    check_columns(RULES, columns)
     return columns
 
 
@@ -240,11 +433,9 @@ def _constraint_problem(
     return None
 
 
-def _existing(
-    con: duckdb.DuckDBPyConnection, candidates: Iterable[Candidate]
-) -> dict[str, tuple[str, str]]:
-    """run_id -> (record_sha256, source_path) of the candidates already in raw.runs (one query)."""
-    ids = pa.table({"run_id": pa.array([c.record.run_id for c in candidates], pa.string())})
+def _existing(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """run_id -> (record_sha256, source_path) of the given runs already in raw.runs (one query)."""
+    ids = pa.table({"run_id": pa.array(list(run_ids), pa.string())})
     if ids.num_rows == 0:
         return {}
     con.register("_tmlbench_candidate_ids", ids)
@@ -258,22 +449,60 @@ def _existing(
     return {run_id: (sha, path) for run_id, sha, path in rows}
 
 
-def _runs_table(new: Sequence[Candidate], columns: dict[str, str], source: str) -> pa.Table:
+def _record_schema(columns: dict[str, str]) -> pa.Schema:
+    return pa.schema([(name, arrow_type(columns[name])) for name in RUN_FIELDS])
+
+
+def _runs_table(
+    new: Sequence[_Entry], columns: dict[str, str], source: str, tables: Sequence[pa.Table]
+) -> pa.Table:
+    """The rows to insert, in ``new``'s order: bulk rows taken from their tables, the others
+    transposed from their models."""
+    schema = _record_schema(columns)
+    parts: list[pa.Table] = []
+    order: list[int] = []  # position in ``new`` of each row of the concatenated parts
+    for t, table in enumerate(tables):
+        picked = [(k, e.row) for k, e in enumerate(new) if e.table == t]
+        if picked:
+            parts.append(table.take([row for _, row in picked]).cast(schema))
+            order += [k for k, _ in picked]
+    modelled = [(k, e.candidate) for k, e in enumerate(new) if e.candidate is not None]
+    if modelled:
+        parts.append(_model_rows([c for _, c in modelled], schema))
+        order += [k for k, _ in modelled]
+    records = pa.concat_tables(parts)
+    if order != sorted(order):
+        inverse = [0] * len(order)
+        for position, k in enumerate(order):
+            inverse[k] = position
+        records = records.take(inverse)
+    n = len(new)
+    now = dt.datetime.now(dt.UTC)
+    bookkeeping = {
+        "source": pa.array([source] * n, pa.string()),
+        "source_path": pa.array([e.source_path for e in new], pa.string()),
+        "record_sha256": pa.array([e.record_sha256 for e in new], pa.string()),
+        "source_fields": pa.array(
+            [e.candidate.source_fields if e.candidate else None for e in new], pa.string()
+        ),
+        "loaded_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+    }
+    for name, array in bookkeeping.items():
+        records = records.append_column(name, array)
+    return records
+
+
+def _model_rows(candidates: Sequence[Candidate], schema: pa.Schema) -> pa.Table:
     # Transpose records into columns with C-level itemgetter/zip (a comprehension per column is
     # several times slower at 100k rows).
-    rows = map(_FIELD_GETTER, (c.record.__dict__ for c in new))
-    arrays = {
-        name: pa.array(values, _ARROW_TYPES[columns[name]])
-        for name, values in zip(RUN_FIELDS, zip(*rows, strict=True), strict=True)
-    }
-    n = len(new)
-    arrays["source"] = pa.array([source] * n, pa.string())
-    arrays["source_path"] = pa.array([c.source_path for c in new], pa.string())
-    arrays["record_sha256"] = pa.array([c.record_sha256 for c in new], pa.string())
-    arrays["source_fields"] = pa.array([c.source_fields for c in new], pa.string())
-    now = dt.datetime.now(dt.UTC)
-    arrays["loaded_at"] = pa.array([now] * n, pa.timestamp("us", tz="UTC"))
-    return pa.table(arrays)
+    rows = map(_FIELD_GETTER, (c.record.__dict__ for c in candidates))
+    return pa.table(
+        {
+            name: pa.array(values, schema.field(name).type)
+            for name, values in zip(RUN_FIELDS, zip(*rows, strict=True), strict=True)
+        },
+        schema=schema,
+    )
 
 
 def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
@@ -282,6 +511,60 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
         con.execute("insert into raw.runs by name select * from _tmlbench_new_runs")
     finally:
         con.unregister("_tmlbench_new_runs")
+
+
+def _update_index(
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[_Entry],
+    prune: tuple[Path, pa.Table] | None,
+) -> None:
+    """Index the record files whose content is now in raw.runs; drop rows of vanished files."""
+    if files:
+        stats = [e.stat for e in files if e.stat is not None]
+        rows = pa.table(
+            {
+                "path": pa.array([e.source_path for e in files], pa.string()),
+                "size": pa.array([st.st_size for st in stats], pa.int64()),
+                "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
+                "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
+                "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
+                "record_sha256": pa.array([e.record_sha256 for e in files], pa.string()),
+                "run_id": pa.array([e.run_id for e in files], pa.string()),
+                "indexed_at": pa.array(
+                    [dt.datetime.now(dt.UTC)] * len(files), pa.timestamp("us", tz="UTC")
+                ),
+            }
+        )
+        con.register("_tmlbench_indexed", rows)
+        try:
+            # raw.record_files has no primary key (maintaining one costs more than the whole
+            # index insert): a path's old row goes first, in this transaction
+            con.execute(
+                "delete from raw.record_files where path in (select path from _tmlbench_indexed)"
+            )
+            con.execute("insert into raw.record_files by name select * from _tmlbench_indexed")
+        finally:
+            con.unregister("_tmlbench_indexed")
+    if prune is not None:
+        root, seen = prune
+        con.register("_tmlbench_seen", seen)
+        try:
+            con.execute(
+                "delete from raw.record_files where starts_with(path, $root) "
+                "and path not in (select path from _tmlbench_seen)",
+                {"root": _folder_prefix(root)},
+            )
+        finally:
+            con.unregister("_tmlbench_seen")
+
+
+def content_version(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """A fingerprint of a raw table's content (every column but ``loaded_at``): the same rows
+    give the same value, whenever and however they were loaded. Dagster's data version."""
+    count, digest = con.execute(
+        f"select count(*), bit_xor(hash(*columns(* exclude (loaded_at)))) from {table}"
+    ).fetchone() or (0, None)
+    return f"{count}-{digest or 0:016x}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from warehouse.db import connect
 # display: the models the dashboard's pages show (dbt_project/models/display/); marts: the
 # tables it shows as they are and what people query; raw: the attempts the run explorer lists.
 SNAPSHOT_SCHEMAS = ("display", "marts", "raw")
+# The loader's bookkeeping: no page reads it.
+NOT_PUBLISHED = ("raw.record_files",)
 
 
 def snapshot_path(warehouse: Path) -> Path:
@@ -42,8 +44,9 @@ def publish_snapshot(
         tables = source.execute(
             "select table_schema, table_name from information_schema.tables "
             "where table_type = 'BASE TABLE' and table_schema in (select unnest(?)) "
+            "and table_schema || '.' || table_name not in (select unnest(?)) "
             "order by 1, 2",
-            [list(schemas)],
+            [list(schemas), list(NOT_PUBLISHED)],
         ).fetchall()
         for schema in {s for s, _ in tables}:
             target.execute(f'create schema "{schema}"')

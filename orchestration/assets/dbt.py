@@ -7,12 +7,14 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
 
 from orchestration.assets.warehouse import DUCKDB_POOL
+from orchestration.conditions import on_new_data
 from orchestration.resources import DuckDBWarehouse, dbt_project
 from runner.errors import TmlbenchError
 
 
 class TmlbenchDbtTranslator(DagsterDbtTranslator):
-    """Group each model by its folder (staging, intermediate, marts); rebuild when inputs change."""
+    """Group each model by its folder (staging, intermediate, marts); rebuild when what it is
+    built from changed (its inputs' data versions, or its code)."""
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         fqn = dbt_resource_props.get("fqn", [])
@@ -21,7 +23,7 @@ class TmlbenchDbtTranslator(DagsterDbtTranslator):
     def get_automation_condition(
         self, dbt_resource_props: Mapping[str, Any]
     ) -> dg.AutomationCondition | None:
-        return dg.AutomationCondition.eager()
+        return on_new_data()
 
 
 def build_dbt_assets() -> dg.AssetsDefinition:

@@ -211,3 +211,19 @@ create table if not exists raw.baselines (
     loaded_at               timestamptz not null,
     primary key (source, task_id, baseline_type)
 );
+
+-- The loader's index of the record files it has loaded (load bookkeeping, not data): a load stats
+-- every record.json and reads only the files that are not here with the same size, mtime, ctime
+-- and inode, or whose run is no longer in raw.runs with this content. Rejected files are never
+-- indexed: they are read, and reported, on every load. One row per path (the loader replaces a
+-- path's row; no primary key: keeping one costs more than the insert itself).
+create table if not exists raw.record_files (
+    path                    varchar not null,     -- as raw.runs.source_path
+    size                    bigint not null,
+    mtime_ns                bigint not null,
+    ctime_ns                bigint not null,
+    inode                   ubigint not null,
+    record_sha256           varchar not null,
+    run_id                  varchar not null,
+    indexed_at              timestamptz not null
+);

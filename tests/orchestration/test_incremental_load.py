@@ -1,0 +1,223 @@
+"""Issue 15 in Dagster: the raw load reads the settings just run, reports a data version of what
+the warehouse holds, and nothing downstream is rebuilt when nothing changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from runner.settings import suite_settings
+from tests.support.records import make_record
+from tests.support.run_folders import write
+from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
+
+BANK = "bank-customer-churn-ict-u-ai"
+S6E1 = "playground-series-s6e1"
+AGENTS = ["baseline-constant", "baseline-linear"]
+
+
+@pytest.fixture(scope="module")
+def dbt_manifest() -> Path:
+    """The dbt manifest the definitions load (built explicitly, as `make manifest` does)."""
+    target = DBT_PROJECT_DIR / "target"
+    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(Path("x"))])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return target / "manifest.json"
+
+
+@pytest.fixture
+def tiny(tmp_path: Path):
+    """A two-agent, two-task suite in temporary folders; resources; a Dagster instance that
+    holds the suite's partitions; the definitions."""
+    from orchestration.definitions import build_defs
+    from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs
+
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    suite = {
+        "id": "tiny", "title": "tiny", "tasks": [BANK, S6E1], "agents": AGENTS,
+        "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "tiny",
+        "runs_subdir": "tiny",
+    }  # fmt: skip
+    (suites / "tiny.yaml").write_text(yaml.safe_dump(suite))
+    bench = BenchConfig(
+        suites_dir=str(suites), data_dir=str(tmp_path / "data"), runs_dir=str(tmp_path / "runs")
+    )
+    resources = {
+        "bench": bench,
+        "sandbox": SandboxBackend(),
+        "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
+        "dbt": dbt_resource(),
+    }
+    with dg.instance_for_test() as instance:
+        sync_suite(instance, SuiteFile("tiny"), scan_specs(bench.paths()).keys["tiny"])
+        yield bench, resources, instance, build_defs([SuiteFile("tiny")], resources)
+
+
+def record_setting(bench, key: str, attempts: int = 2, first: int = 0, suite: str = "tiny") -> None:
+    """Write ``attempts`` records of setting ``key`` (indices from ``first``) as the bench would."""
+    spec = bench.suite(suite)
+    setting = {s.key: s for s in suite_settings(spec, bench.paths())}[key]
+    for index in range(first, first + attempts):
+        record = make_record(
+            agent=setting.agent.id, task=setting.task.id, budget=setting.budget_seconds,
+            minute=index, run_id=setting.plan(index).run_id, suite_id=suite,
+        )  # fmt: skip
+        write(bench.layout(spec).runs_dir, record)
+
+
+def ran(instance: dg.DagsterInstance, *settings: str) -> None:
+    """What a materialization of these settings' tiny/agent_runs partitions leaves behind."""
+    from orchestration.partitions import settings_partition_key
+    from runner.settings import parse_setting_key
+
+    for setting in settings:
+        partition = str(settings_partition_key(*parse_setting_key(setting)))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(["tiny", "agent_runs"], partition=partition)
+        )
+
+
+def load(tiny, config: dict | None = None) -> dict:
+    """Materialize the raw load; the metadata and data version of raw/runs."""
+    from orchestration.assets.warehouse import RAW_KEYS, RAW_RUNS
+
+    _, resources, instance, defs = tiny
+    result = dg.materialize(
+        [*defs.assets, *defs.asset_checks],
+        selection=dg.AssetSelection.assets(*RAW_KEYS),
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"raw_warehouse": {"config": config or {}}}},
+    )
+    assert result.success
+    (event,) = [
+        e.materialization
+        for e in result.get_asset_materialization_events()
+        if e.materialization.asset_key == RAW_RUNS
+    ]
+    meta = {k: v.value for k, v in event.metadata.items()}
+    meta["data_version"] = event.tags["dagster/data_version"]
+    return meta
+
+
+def key(agent: str, task: str = BANK) -> str:
+    return f"{agent}|{task}|30"
+
+
+def test_the_raw_load_reads_the_settings_run_since_it_last_ran(tiny):
+    bench, _, instance, _ = tiny
+    record_setting(bench, key("baseline-constant"))
+    first = load(tiny)  # never loaded: every record
+    assert (first["scope"], first["new"]) == ("every record", 2)
+
+    record_setting(bench, key("baseline-linear"))
+    record_setting(bench, key("baseline-linear", S6E1))  # on disk, but its setting did not run
+    ran(instance, key("baseline-linear"))
+    partial = load(tiny)
+    assert partial["scope"] == "1 settings"
+    assert (partial["new"], partial["unchanged"], partial["parsed"]) == (2, 0, 2)
+
+    # run on its own (no setting ran since): an index-based rescan finds the rest
+    full = load(tiny)
+    assert full["scope"] == "every record"
+    assert (full["new"], full["unchanged"], full["parsed"]) == (2, 4, 2)
+    assert full["dagster/row_count"] == 6
+
+    chosen = load(tiny, {"settings": {"tiny": [key("baseline-constant")]}})
+    assert (chosen["scope"], chosen["unchanged"], chosen["parsed"]) == ("1 settings", 2, 0)
+    with pytest.raises(dg.Failure, match="not settings of suite tiny"):
+        load(tiny, {"settings": {"tiny": ["nobody|nothing|1"]}})
+
+
+def test_the_data_version_changes_with_the_content_only(tiny):
+    bench = tiny[0]
+    record_setting(bench, key("baseline-constant"))
+    first = load(tiny)
+    again = load(tiny, {"full_rescan": True})
+    assert again["new"] == 0 and again["data_version"] == first["data_version"]
+    record_setting(bench, key("baseline-linear"))
+    changed = load(tiny, {"full_rescan": True})
+    assert changed["new"] == 2 and changed["data_version"] != first["data_version"]
+
+
+def test_automation_rebuilds_the_marts_only_when_the_raw_data_changed(tiny, dbt_manifest):
+    """The dbt models and the snapshot follow raw/runs's data version, not its materializations."""
+    bench, _, instance, defs = tiny
+    graph = defs.resolve_asset_graph()
+    downstream = {k for k in graph.get_all_asset_keys() if k.path[0] not in ("tiny", "raw")}
+    stg_runs = dg.AssetKey("stg_raw__runs")
+    assert stg_runs in downstream and dg.AssetKey("marts_snapshot") in downstream
+
+    def tick(cursor):
+        result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+        return result.cursor, {k for k in downstream if result.get_requested_partitions(k)}
+
+    ran(instance, *[f"{a}|{t}|30" for a in AGENTS for t in (BANK, S6E1)])
+    record_setting(bench, key("baseline-constant"))
+    load(tiny)
+    for k in downstream:  # as if dbt and the snapshot had been built from this load
+        instance.report_runless_asset_event(dg.AssetMaterialization(k))
+    cursor, _ = tick(None)
+    cursor, requested = tick(cursor)
+    assert requested == set()
+
+    load(tiny, {"full_rescan": True})  # nothing new
+    cursor, requested = tick(cursor)
+    assert requested == set(), "a load that changed nothing rebuilt the marts"
+
+    record_setting(bench, key("baseline-linear"))
+    load(tiny, {"full_rescan": True})
+    cursor, requested = tick(cursor)
+    assert stg_runs in requested and dg.AssetKey("marts_snapshot") in requested
+
+
+@pytest.mark.sandbox
+def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, dbt_manifest):
+    from rich.console import Console
+
+    from orchestration.materialize import materialize_suite
+    from orchestration.progress import SuiteProgress
+    from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
+
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    suite = {
+        "id": "one", "title": "one", "tasks": [BANK], "agents": ["baseline-constant"],
+        "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "one", "runs_subdir": "one",
+    }  # fmt: skip
+    (suites / "one.yaml").write_text(yaml.safe_dump(suite))
+    bench = BenchConfig(
+        suites_dir=str(suites), data_dir=str(tmp_path / "data"), runs_dir=str(tmp_path / "runs")
+    )
+    resources = {
+        "bench": bench,
+        "sandbox": SandboxBackend(),
+        "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
+        "dbt": dbt_resource(),
+    }
+
+    def make_run(instance: dg.DagsterInstance) -> tuple[list[str], str]:
+        progress = SuiteProgress(Console(quiet=True))
+        results = materialize_suite("one", resources, instance, progress)
+        assert all(r.success for r in results)
+        return [r.dagster_run.job_name for r in results], progress.phases[-1].note
+
+    loaded = ["suite_prepare_tasks", "suite_agent_runs", "suite_warehouse_load"]
+    with dg.instance_for_test() as instance:
+        assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
+        snapshot = tmp_path / "wh.snapshot.duckdb"
+        published = snapshot.stat().st_mtime_ns
+        jobs, note = make_run(instance)  # every attempt recorded: nothing new
+        assert jobs == loaded and note == "nothing new: dbt and the snapshot are up to date"
+        assert snapshot.stat().st_mtime_ns == published
+
+        # a record the marts have not seen (written by hand) is loaded, and the marts rebuilt
+        record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2, suite="one")
+        assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
+        assert snapshot.stat().st_mtime_ns != published

@@ -1,0 +1,22 @@
+"""``tmlbench warehouse load --rehash`` (issue 15): every file read and hashed again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from runner.cli import cli
+from tests.support.records import make_record
+from tests.support.run_folders import write
+
+
+def test_rehash_reads_every_file_and_finds_it_unchanged(tmp_path: Path):
+    runs = tmp_path / "runs"
+    for minute in range(2):
+        write(runs, make_record(minute=minute))
+    env = {"TMLBENCH_RUNS_DIR": str(runs), "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb")}
+    assert CliRunner().invoke(cli, ["warehouse", "load"], env=env).exit_code == 0
+    result = CliRunner().invoke(cli, ["warehouse", "load", "--rehash"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "0 new, 2 unchanged, 0 rejected" in result.output

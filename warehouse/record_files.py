@@ -1,0 +1,195 @@
+"""Finding and reading run-record files: a scan that stats, never parses, and bounded reads.
+
+A load compares every ``record.json`` a scan finds with ``raw.record_files``, the index of the
+files already loaded (path, size, mtime, ctime, inode, content hash): only files that are new or
+whose stat changed are read (see ``warehouse.loader``). The scan is one ``lstat`` per run folder.
+
+Records are written by the harness, but a run folder also holds what an agent left behind, so
+files are read as untrusted input: never through a symbolic link, only regular files, at most
+``RECORD_MAX_BYTES`` each.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import TmlbenchError
+from runner.records import RECORD_FILE, WORKSPACE_DIR
+
+# A record is a few kilobytes (the demo suite's are ~2.5 KB); anything this large is not one.
+RECORD_MAX_BYTES = 4 * 2**20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFile:
+    """One record file's bytes, their sha256 and its stat from the scan (taken before the read:
+    a file changed since has another stat on the next scan, which reads it again)."""
+
+    path: str
+    data: bytes
+    sha256: str
+    stat: os.stat_result
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A record file that was not read, and the message that says why (it names the file)."""
+
+    path: str
+    message: str
+
+
+@dataclass
+class ScannedFiles:
+    """What a scan found: the record files and their ``lstat``, in no particular order.
+
+    ``st_ctime_ns`` changes on every write and cannot be set from user space (``touch`` sets
+    mtime only), so an edit that keeps size and mtime still changes the stat.
+    """
+
+    paths: list[str]
+    stats: list[os.stat_result]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> ScannedFiles:
+    """Every ``record.json`` under ``runs_dir`` with its stat (nothing is read).
+
+    The rules of ``runner.records.iter_record_paths``: a folder holding a ``record.json`` or a
+    ``workspace/`` is a run folder and is never descended into (an agent may write a
+    record.json in its workspace); any other folder is searched, at any depth. Symbolic links to
+    folders are not followed. With ``prefixes``, only run folders whose paths below
+    ``runs_dir`` start with one of them are looked at: ``name`` for folders directly under it,
+    ``sub/name`` for those in its folder ``sub`` (one setting's run folders, say).
+    """
+    root = os.fspath(runs_dir)
+    found: list[tuple[str, os.stat_result]] = []
+    if prefixes is None:
+        if not _run_folder(root, found):
+            _scan_tree(root, found)
+        return ScannedFiles([path for path, _ in found], [st for _, st in found])
+    by_folder: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        folder, _, name = prefix.rpartition("/")
+        if not name or prefix.startswith("/") or ".." in folder.split("/"):
+            raise TmlbenchError(f"{prefix!r} is not a run-folder prefix below {root}")
+        by_folder.setdefault(folder, []).append(name)
+    for folder, names in by_folder.items():
+        parent = os.path.join(root, folder) if folder else root
+        if folder and (not os.path.isdir(parent) or os.path.islink(parent)):
+            continue  # nothing was run there yet (and links are never followed)
+        wanted = tuple(names)
+        with os.scandir(parent) as entries:
+            folders = [
+                e.path
+                for e in entries
+                if e.name.startswith(wanted) and e.is_dir(follow_symlinks=False)
+            ]
+        for path in folders:
+            _run_folder(path, found)
+    return ScannedFiles([path for path, _ in found], [st for _, st in found])
+
+
+_RECORD = os.sep + RECORD_FILE
+_WORKSPACE = os.sep + WORKSPACE_DIR
+
+
+def _scan_tree(folder: str, found: list[tuple[str, os.stat_result]]) -> None:
+    # The hot loop of a reload (one turn per run folder): string concatenation and a bare lstat.
+    with os.scandir(folder) as entries:
+        subfolders = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    lstat, lexists, append = os.lstat, os.path.lexists, found.append
+    for path in subfolders:
+        record = path + _RECORD
+        try:
+            append((record, lstat(record)))
+        except FileNotFoundError:
+            if not lexists(path + _WORKSPACE):
+                _scan_tree(path, found)
+        except NotADirectoryError:
+            pass
+
+
+def _run_folder(folder: str, found: list[tuple[str, os.stat_result]]) -> bool:
+    """Note the folder's record if it has one; is it a run folder (record, or a workspace)?"""
+    record = folder.rstrip(os.sep) + _RECORD
+    try:
+        found.append((record, os.lstat(record)))
+    except FileNotFoundError:
+        return os.path.lexists(folder.rstrip(os.sep) + _WORKSPACE)
+    except NotADirectoryError:
+        return False
+    return True
+
+
+def read_record_files(
+    files: Sequence[tuple[str, os.stat_result]], chunk: int = 1000
+) -> Iterator[ReadFile | Unreadable]:
+    """Read and hash every file (path and its scan's stat), in order, by worker threads ahead of
+    the caller (file I/O and sha256 release the GIL)."""
+
+    def read_chunk(part: Sequence[tuple[str, os.stat_result]]) -> list[ReadFile | Unreadable]:
+        return [read_record_file(path, st) for path, st in part]
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tmlbench-read") as pool:
+        futures = [
+            pool.submit(read_chunk, files[i : i + chunk]) for i in range(0, len(files), chunk)
+        ]
+        for future in futures:
+            yield from future.result()
+
+
+def read_record_file(path: str, st: os.stat_result) -> ReadFile | Unreadable:
+    """The file's bytes if its stat says it is a regular file of at most ``RECORD_MAX_BYTES``,
+    opened without following a symbolic link (one put there since the stat fails the open)."""
+    limit = RECORD_MAX_BYTES
+    if stat.S_ISLNK(st.st_mode):
+        return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
+    if not stat.S_ISREG(st.st_mode):
+        return Unreadable(path, f"{path}: not a regular file")
+    if st.st_size > limit:
+        return Unreadable(
+            path, f"{path}: {st.st_size:,} bytes is too large for a run record (at most {limit:,})"
+        )
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
+        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+    try:
+        data = _read_at_most(fd, st.st_size + 1, limit + 1)
+    except OSError as exc:
+        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew since the stat
+        return Unreadable(path, f"{path}: more than {limit:,} bytes is too large for a run record")
+    return ReadFile(path, data, hashlib.sha256(data).hexdigest(), st)
+
+
+def _read_at_most(fd: int, expected: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes; the first read asks for ``expected`` (a buffer of the file's size,
+    not of the limit, is what each read allocates)."""
+    data = os.read(fd, min(expected, limit))
+    if len(data) < expected:
+        return data  # end of file
+    parts = [data]
+    size = len(data)
+    while size < limit:
+        part = os.read(fd, min(limit - size, 1 << 20))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
