@@ -29,7 +29,7 @@ AGENTS, TASKS, BUDGETS = 20, 4, (60, 300, 900)
 
 GENERATE = """
 insert into raw.runs (
-    run_id, schema_version, created_at, suite_id, agent_id, agent_kind, harness, harness_version,
+    run_space, run_id, schema_version, created_at, suite_id, agent_id, agent_kind, harness, harness_version,
     task_id, metric_name, metric_direction, budget_seconds, instruction_profile,
     attempt_index, seed, sandbox_backend, sandbox_isolated, sandbox_unsafe, status,
     score, score_hib, task_spec_sha256, tmlbench_version, source, record_sha256, loaded_at
@@ -61,6 +61,7 @@ shaped as (
     from draws
 )
 select
+    'bench',
     'run-' || i,
     1,
     timestamptz '2026-01-01 00:00:00+00' + to_seconds(i // ($agents * $tasks * 3)),
@@ -85,8 +86,17 @@ def generate(path: Path, n: int) -> float:
     started = time.perf_counter()
     with duckdb.connect(str(path)) as con:
         con.execute(GENERATE, {"n": n, "agents": AGENTS, "tasks": TASKS})
-        # the suite the runs name: setting_success_rates joins its harness-error ceiling
-        con.execute("insert into raw.suites values ('bench', 'bench', 5, 10, 3, 'x', now())")
+        # the suite that counts them (its folder and every setting they have), as the loader
+        # writes suite files: its harness-error ceiling is joined by setting_success_rates
+        con.execute(
+            "insert into raw.suites by name select 'bench' as suite_id, 'bench' as title, "
+            "5 as attempts, 10 as attempt_ceiling, 3 as harness_error_ceiling, "
+            "'bench' as runs_subdir, 'x' as spec_sha256, now() as loaded_at"
+        )
+        con.execute(
+            "insert into raw.suite_settings select distinct 'bench', agent_id, task_id, "
+            "budget_seconds from raw.runs"
+        )
     return time.perf_counter() - started
 
 

@@ -8,15 +8,15 @@ from runner.records import STATUSES
 
 
 def status_problems(con: duckdb.DuckDBPyConnection, limit: int = 20) -> list[str]:
-    """Run ids in ``raw.runs`` without exactly one row or without one known status."""
+    """Runs in ``raw.runs`` without exactly one row or without one known status."""
     rows = con.execute(
         """
-        select run_id, count(*) as n, count(distinct status) as statuses,
+        select run_space || '/' || run_id, count(*) as n, count(distinct status) as statuses,
                bool_or(status is null or status not in (select unnest(?))) as unknown
-        from raw.runs group by run_id
+        from raw.runs group by run_space, run_id
         having n <> 1 or statuses <> 1 or unknown
-        order by run_id limit ?
+        order by 1 limit ?
         """,
         [list(STATUSES), limit],
     ).fetchall()
-    return [f"{run_id}: {n} rows, {k} statuses, unknown={u}" for run_id, n, k, u in rows]
+    return [f"{run}: {n} rows, {k} statuses, unknown={u}" for run, n, k, u in rows]

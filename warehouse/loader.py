@@ -3,8 +3,10 @@
 
 Rules (the warehouse half of "records are immutable"):
 
-* keyed by run_id; a record already loaded with the same content hash (sha256 of the file's
-  bytes) is *unchanged*; the same run_id with other content is *rejected*, never overwritten;
+* keyed by (run_space, run_id): a record's space is the folder holding its run folder, relative
+  to ``runs_dir`` (a suite's runs_subdir: load from the runs root), an import's is its source;
+  a record already loaded with the same content hash (sha256 of the file's bytes) is
+  *unchanged*; the same run with other content is *rejected*, never overwritten;
 * a malformed record (bad JSON, schema violation, unknown status, out-of-range value) is
   rejected with a message naming the file and the problem, and the others still load;
 * one transaction per load: all new rows go in together, or (on any failure) none do.
@@ -42,7 +44,7 @@ from pydantic import ValidationError
 
 from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
-from runner.records import RunRecord
+from runner.records import RunRecord, run_space
 from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 from warehouse.bulk_records import FieldRule, arrow_type, bulk_parse, check_columns, field_rules
@@ -58,7 +60,7 @@ from warehouse.record_files import (
 SOURCE_TMLBENCH = "tmlbench"
 RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.model_fields)
 _FIELD_GETTER = operator.itemgetter(*RUN_FIELDS)
-BOOKKEEPING = ("source", "source_path", "record_sha256", "loaded_at", "source_fields")
+BOOKKEEPING = ("run_space", "source", "source_path", "record_sha256", "loaded_at", "source_fields")
 RULES: tuple[FieldRule, ...] = tuple(field_rules())
 # Files parsed per DuckDB statement: bounds the memory a load of a million records needs.
 BULK_BATCH = 20_000
@@ -99,6 +101,7 @@ class Candidate:
 class _Entry:
     """A record on its way in, parsed either way: a Candidate, or row ``row`` of a bulk table."""
 
+    run_space: str
     run_id: str
     source_path: str
     record_sha256: str
@@ -142,11 +145,12 @@ def load_runs(
             if isinstance(item, Unreadable):
                 rejected.append((item.path, item.message))
             elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
-                refreshed.append(_Entry(hit[1], item.path, item.sha256, stat=item.stat))
+                space = run_space(Path(item.path), root)
+                refreshed.append(_Entry(space, hit[1], item.path, item.sha256, stat=item.stat))
             else:
                 to_parse.append(item)
         parsed += len(to_parse)
-        batch_entries, batch_rejected, table = _parse(con, to_parse, columns, len(tables))
+        batch_entries, batch_rejected, table = _parse(con, root, to_parse, columns, len(tables))
         entries += batch_entries
         rejected += batch_rejected
         if table is not None:
@@ -213,7 +217,7 @@ def _index_lookup(
         found = con.execute(
             "with indexed as (\n"
             "    select f.* from raw.record_files f semi join raw.runs r\n"
-            "    on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
+            "    on r.source_path = f.path and r.record_sha256 = f.record_sha256\n"
             ")\n"
             "select s.i, f.record_sha256, f.run_id\n"
             "from _tmlbench_scanned s left join indexed f using (path)\n"
@@ -254,6 +258,7 @@ def _batches(
 
 def _parse(
     con: duckdb.DuckDBPyConnection,
+    root: Path,
     files: Sequence[ReadFile],
     columns: dict[str, str],
     table_index: int,
@@ -269,7 +274,13 @@ def _parse(
     run_ids = accepted.column("run_id").to_pylist() if accepted is not None else []
     entries = [
         _Entry(
-            run_id, files[i].path, files[i].sha256, table=table_index, row=row, stat=files[i].stat
+            run_space(Path(files[i].path), root),
+            run_id,
+            files[i].path,
+            files[i].sha256,
+            table=table_index,
+            row=row,
+            stat=files[i].stat,
         )
         for row, (i, run_id) in enumerate(zip(positions, run_ids, strict=True))
     ]
@@ -287,7 +298,12 @@ def _parse(
             continue
         entries.append(
             _Entry(
-                record.run_id, f.path, f.sha256, Candidate(record, f.path, f.sha256), stat=f.stat
+                run_space(Path(f.path), root),
+                record.run_id,
+                f.path,
+                f.sha256,
+                Candidate(record, f.path, f.sha256),
+                stat=f.stat,
             )
         )
     return entries, rejected, accepted.drop_columns(["i"]) if accepted is not None else None
@@ -304,11 +320,13 @@ def ingest(
     """Insert the candidates that are new, in one transaction; report unchanged and conflicts.
 
     ``in_transaction`` runs after the insert, inside the same transaction (importers use it to
-    add agents and renumber attempts), so it too is all-or-nothing.
+    add agents and renumber attempts), so it too is all-or-nothing. The runs' space is
+    ``source``: an import's run ids are unique within its source.
     """
     apply_ddl(con)
     entries = [
-        _Entry(c.record.run_id, c.source_path, c.record_sha256, candidate=c) for c in candidates
+        _Entry(source, c.record.run_id, c.source_path, c.record_sha256, candidate=c)
+        for c in candidates
     ]
     return _ingest(
         con, entries, rejected, source=source, columns=_run_columns(con),
@@ -334,7 +352,7 @@ def _ingest(
 
     # Values the raw schema's constraints would refuse are rejected per record here, so one bad
     # record cannot fail the whole insert (bulk-parsed records were checked in SQL already).
-    first: dict[str, _Entry] = {}
+    first: dict[tuple[str, str], _Entry] = {}
     unchanged: list[_Entry] = []
     for entry in entries:
         if entry.candidate is not None:
@@ -342,9 +360,10 @@ def _ingest(
             if problem:
                 rejected.append((entry.source_path, f"{entry.source_path}: {problem}"))
                 continue
-        seen = first.get(entry.run_id)
+        key = (entry.run_space, entry.run_id)
+        seen = first.get(key)
         if seen is None:
-            first[entry.run_id] = entry
+            first[key] = entry
         elif seen.record_sha256 == entry.record_sha256:
             unchanged.append(entry)
         else:
@@ -360,8 +379,8 @@ def _ingest(
     try:
         existing = _existing(con, first)
         new: list[_Entry] = []
-        for run_id, entry in first.items():
-            hit = existing.get(run_id)
+        for key, entry in first.items():
+            hit = existing.get(key)
             if hit is None:
                 new.append(entry)
             elif hit[0] == entry.record_sha256:
@@ -371,7 +390,7 @@ def _ingest(
                     (
                         entry.source_path,
                         f"records are immutable; {entry.source_path} differs from the loaded one "
-                        f"(loaded from {hit[1]}, run_id {run_id})",
+                        f"(loaded from {hit[1]}, run_id {entry.run_id})",
                     )
                 )
         if new:
@@ -433,20 +452,29 @@ def _constraint_problem(
     return None
 
 
-def _existing(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """run_id -> (record_sha256, source_path) of the given runs already in raw.runs (one query)."""
-    ids = pa.table({"run_id": pa.array(list(run_ids), pa.string())})
+def _existing(
+    con: duckdb.DuckDBPyConnection, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """(run_space, run_id) -> (record_sha256, source_path) of the given runs already in raw.runs
+    (one query)."""
+    pairs = list(keys)
+    ids = pa.table(
+        {
+            "run_space": pa.array([space for space, _ in pairs], pa.string()),
+            "run_id": pa.array([run_id for _, run_id in pairs], pa.string()),
+        }
+    )
     if ids.num_rows == 0:
         return {}
     con.register("_tmlbench_candidate_ids", ids)
     try:
         rows = con.execute(
-            "select r.run_id, r.record_sha256, r.source_path "
-            "from raw.runs r join _tmlbench_candidate_ids c using (run_id)"
+            "select r.run_space, r.run_id, r.record_sha256, r.source_path "
+            "from raw.runs r join _tmlbench_candidate_ids c using (run_space, run_id)"
         ).fetchall()
     finally:
         con.unregister("_tmlbench_candidate_ids")
-    return {run_id: (sha, path) for run_id, sha, path in rows}
+    return {(space, run_id): (sha, path) for space, run_id, sha, path in rows}
 
 
 def _record_schema(columns: dict[str, str]) -> pa.Schema:
@@ -479,6 +507,7 @@ def _runs_table(
     n = len(new)
     now = dt.datetime.now(dt.UTC)
     bookkeeping = {
+        "run_space": pa.array([e.run_space for e in new], pa.string()),
         "source": pa.array([source] * n, pa.string()),
         "source_path": pa.array([e.source_path for e in new], pa.string()),
         "record_sha256": pa.array([e.record_sha256 for e in new], pa.string()),

@@ -113,15 +113,16 @@ def test_a_run_deleted_from_the_warehouse_is_loaded_again(con, tmp_path: Path):
     assert count(con) == 2
 
 
-def test_a_copied_record_is_unchanged_by_its_hash(con, tmp_path: Path):
+def test_the_same_run_id_in_another_folder_is_another_run(con, tmp_path: Path):
+    # Two suites' folders (the demo's and tml-v1's) hold the same run ids: each is its folder's run
     runs = tmp_path / "runs"
     path = write(runs, rec(), sub="a")
     load_runs(con, runs)
-    copy = runs / "b" / path.parent.name / "record.json"
-    copy.parent.mkdir(parents=True)
-    copy.write_bytes(path.read_bytes())
+    write(runs, rec(score=0.25), sub="b")  # the same run id, other content
     report = load_runs(con, runs)
-    assert (report.new, report.unchanged, report.rejected) == (0, 2, [])
+    assert (report.new, report.unchanged, report.rejected) == (1, 1, [])
+    rows = con.execute("select run_space, run_id from raw.runs order by 1").fetchall()
+    assert rows == [("a", path.parent.name), ("b", path.parent.name)]
     assert count(con, "raw.record_files") == 2
 
 

@@ -25,13 +25,27 @@ from warehouse.db import connect
 QUERIES = REPO_ROOT / "warehouse" / "queries"
 
 
+def write_suite(suites: Path, suite_id: str, agents: list[str], runs_subdir: str) -> None:
+    suites.mkdir(exist_ok=True)
+    (suites / f"{suite_id}.yaml").write_text(
+        f"id: {suite_id}\ntitle: {suite_id} suite\ntasks: [t]\nagents: [{', '.join(agents)}]\n"
+        f"budgets: [60]\nruns_subdir: {runs_subdir}\n",
+        encoding="utf-8",
+    )
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    runs = tmp_path / "runs"
+    runs, suites = tmp_path / "runs", tmp_path / "suites"
     for minute in range(3):
         write(runs, rec(minute=minute, wall_seconds=10.0 + minute))
     write(runs, rec(agent="b", status="invalid_submission", validation_message="missing ids"))
-    return {"TMLBENCH_RUNS_DIR": str(runs), "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb")}
+    write_suite(suites, "local", ["a", "b"], runs_subdir=".")  # the records above
+    return {
+        "TMLBENCH_RUNS_DIR": str(runs),
+        "TMLBENCH_SUITES_DIR": str(suites),
+        "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
+    }
 
 
 def invoke(env: dict[str, str], *args: str):
@@ -124,11 +138,13 @@ def table_rows(output: str) -> list[list[str]]:
 
 
 def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
-    """Agent c ran under suite demo, a and b outside it: the marts rank a and c, the demo
-    board shows c's rows only (its rank among every agent, not recomputed)."""
+    """Agent c ran in suite demo's folder, a and b in suite local's: each suite's marts rank its
+    own agents, and the demo board shows c's rows only."""
     runs = Path(env["TMLBENCH_RUNS_DIR"])
+    write_suite(Path(env["TMLBENCH_SUITES_DIR"]), "demo", ["c"], runs_subdir="demo")
     for minute in range(2):
-        write(runs, rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo"))
+        record = rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo")
+        write(runs, record, sub="demo")
     built = invoke(env, "warehouse", "build", "--counted-successes", "1")
     assert built.exit_code == 0, built.output
     board = invoke(env, "leaderboard", "--suite", "demo")

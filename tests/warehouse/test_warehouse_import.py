@@ -40,7 +40,8 @@ RUNS = [
 def raw_runs(con) -> dict[str, dict]:
     cur = con.execute("select * from raw.runs order by run_id")
     names = [d[0] for d in cur.description]
-    return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    return {row["run_id"]: row for row in rows}
 
 
 def source_fields(row: dict) -> dict:

@@ -16,7 +16,7 @@ from tests.support.records import make_record as rec
 from tests.support.run_folders import write, write_raw
 from warehouse import loader
 from warehouse.db import apply_ddl, connect, warehouse_path
-from warehouse.loader import LoadReport, load_runs, load_specs
+from warehouse.loader import Candidate, LoadReport, ingest, load_runs, load_specs
 
 
 def count(con, table="raw.runs") -> int:
@@ -183,12 +183,27 @@ def test_changed_content_for_a_loaded_run_id_is_rejected(con, tmp_path: Path):
     assert con.execute("select score from raw.runs").fetchone()[0] == 0.5
 
 
-def test_same_run_id_twice_in_one_load(con, tmp_path: Path):
+def test_same_run_id_in_three_folders_is_three_runs(con, tmp_path: Path):
+    # a run is (its folder below the runs root, its id): suites' folders may repeat run ids
     runs = tmp_path / "runs"
     write(runs, rec(score=0.5), sub="a")
     write(runs, rec(score=0.5), sub="b")  # byte-identical copy
-    write(runs, rec(score=0.7), sub="c")  # same run_id, other content
+    write(runs, rec(score=0.7), sub="c/d")  # same run_id, other content
     report = load_runs(con, runs)
+    assert (report.new, report.unchanged, report.rejected) == (3, 0, [])
+    spaces = con.execute("select run_space from raw.runs order by 1").fetchall()
+    assert spaces == [("a",), ("b",), ("c/d",)]
+
+
+def test_same_run_twice_in_one_import_is_a_conflict(con):
+    # an import's runs share one space (its source): the same run id twice must agree
+    first = rec(score=0.5)
+    candidates = [
+        Candidate(first, "db#1", "sha-1"),
+        Candidate(first, "db#2", "sha-1"),  # the same content again
+        Candidate(rec(score=0.7), "db#3", "sha-2"),
+    ]
+    report = ingest(con, candidates, source="tml-bench")
     assert (report.new, report.unchanged, len(report.rejected)) == (1, 1, 1)
     assert "records are immutable" in report.rejected[0][1]
     assert count(con) == 1
@@ -324,3 +339,26 @@ def test_locked_warehouse_names_the_path(tmp_path: Path):
 def test_read_only_connect_to_a_missing_file(tmp_path: Path):
     with pytest.raises(TmlbenchError, match="tmlbench warehouse load"):
         connect(tmp_path / "missing.duckdb", read_only=True)
+
+
+def test_a_warehouse_from_before_run_spaces_is_keyed_by_space_and_id(tmp_path: Path):
+    # raw.runs keyed by run_id alone (what warehouses before run spaces have) is rebuilt in place
+    path = tmp_path / "old.duckdb"
+    runs = tmp_path / "runs"
+    write(runs, rec(minute=0), sub="demo")
+    with connect(path) as con:
+        load_runs(con, runs)
+        con.execute(
+            "create table raw.runs_old as select * exclude (run_space) from raw.runs;"
+            "insert into raw.runs_old by name select * exclude (run_space) "
+            "replace ('tml-bench' as source, 'results.db#r9' as source_path, 'r9' as run_id) "
+            "from raw.runs;"
+            "drop table raw.runs; alter table raw.runs_old rename to runs"
+        )
+    with connect(path) as con:
+        apply_ddl(con)
+        rows = con.execute("select run_space, source from raw.runs order by 1").fetchall()
+        assert rows == [("demo", "tmlbench"), ("tml-bench", "tml-bench")]
+        write(runs, rec(minute=0), sub="tml-v1")  # the same run id in another suite's folder
+        report = load_runs(con, runs)
+        assert (report.new, report.unchanged, report.rejected) == (1, 1, [])

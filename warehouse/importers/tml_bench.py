@@ -307,11 +307,11 @@ def _renumber_attempts(con: duckdb.DuckDBPyConnection) -> None:
             select run_id, (row_number() over (
                 partition by agent_id, task_id, budget_seconds, instruction_profile
                 order by created_at, run_id) - 1)::integer as idx
-            from raw.runs where source = ?
+            from raw.runs where run_space = ?
         ) n
-        where r.run_id = n.run_id and r.attempt_index <> n.idx
+        where r.run_space = ? and r.run_id = n.run_id and r.attempt_index <> n.idx
         """,
-        [SOURCE],
+        [SOURCE, SOURCE],
     )
 
 

@@ -1,11 +1,18 @@
--- What the dashboard's filters offer, in one row: the suites, agents, tasks, budgets and
--- statuses seen in the attempts, and the first and last day (UTC) an attempt was created. A
--- small table so that no page load scans the attempts for them.
+-- What the dashboard's filters offer, in one row: the suites (those that count an attempt),
+-- the agents, tasks, budgets and statuses seen in the attempts, and the first and last day (UTC)
+-- an attempt was created. A small table so that no page load scans the attempts for them.
 with
 
 runs as (
 
     select * from {{ ref('stg_raw__runs') }}
+
+),
+
+suites as (
+
+    select coalesce(list(distinct suite_id order by suite_id), [])::varchar[] as suites
+    from {{ ref('int_setting_runs') }}
 
 ),
 
@@ -30,9 +37,7 @@ statuses as (
 final as (
 
     select
-        coalesce(
-            list(distinct suite_id order by suite_id) filter (where suite_id is not null), []
-        )::varchar[] as suites,
+        (select suites from suites) as suites,
         coalesce(list(distinct agent_id order by agent_id), [])::varchar[] as agents,
         coalesce(list(distinct task_id order by task_id), [])::varchar[] as tasks,
         coalesce(
