@@ -252,11 +252,13 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):
 
 def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):
     at = _open_filters(_run("router.py", app_snapshot, monkeypatch))
-    at.sidebar.multiselect(key="filter_suites").set_value(["other"]).run()
+    assert at.sidebar.selectbox(key="filter_suite").value == "demo"  # the default suite
+    at.sidebar.selectbox(key="filter_suite").set_value("other").run()
     assert not at.exception
     assert at.warning, "nobody of suite 'other' is ranked"
     assert list(at.dataframe[0].value["agent_id"]) == ["gamma"]  # the coverage table only
-    at.sidebar.multiselect(key="filter_suites").set_value([]).run()
+    assert "suite: ` other `" in _text(at)
+    at.sidebar.selectbox(key="filter_suite").set_value("demo").run()
     at.switch_page("app_pages/run_explorer.py").run()
     everything = len(at.dataframe[0].value)
     at.sidebar.date_input(key="filter_dates").set_value((LATE_DAY, LATE_DAY)).run()

@@ -18,6 +18,7 @@ from tests.support.dashboard_snapshot import (
     BUDGETS,
     LATE_DAY,
     TASKS,
+    other_suite_records,
     run_id_of,
     snapshot_records,
 )
@@ -158,10 +159,10 @@ def test_run_transcript_reads_gateway_events_and_skips_junk(tmp_path: Path):
 
 
 def test_runs_lists_every_attempt_newest_first(con):
-    frame = queries.runs(con)
-    assert len(frame) == frame["run_id"].nunique() > 0
+    frame = queries.runs(con, queries.Filters(suite="demo"))
+    assert len(frame) == frame["run_id"].nunique() > 0  # a suite's run ids are unique
     assert frame["created_at"].is_monotonic_decreasing
-    record = queries.run_record(con, frame["run_id"].iloc[0])
+    record = queries.run_record(con, "demo", frame["run_id"].iloc[0])
     assert record["run_id"] == frame["run_id"].iloc[0] and "task_spec_sha256" in record
     fields = run_files.record_fields(record).set_index("field")["value"]
     assert fields["run_id"] == record["run_id"] and fields["status"] == record["status"]
@@ -226,10 +227,14 @@ def test_filters_select_rows_of_the_marts(con):
     assert set(ranks["task_id"]) == {"t2"} and len(ranks) == 2
     scaling = queries.time_scaling(con, cell)  # no task column: budgets only
     assert set(scaling["budget_seconds"]) == {60} and len(scaling) == 2
-    other = queries.Filters(suites=("other",))
+    other = queries.Filters(suite="other")  # gamma's own runs there, not the demo's
     assert queries.leaderboard(con, "best_budget", other).empty
-    assert list(queries.success_rates(con, other)["agent_id"]) == ["gamma"]
-    assert set(queries.setting_scores(con, other)["task_id"]) == {"t1", "t2"}
+    rates = queries.success_rates(con, other)
+    assert list(rates["agent_id"]) == ["gamma"] and list(rates["attempts"]) == [2]
+    scores = queries.setting_scores(con, other)
+    assert list(scores["task_id"]) == ["t1"] and list(scores["median_score"]) == [0.123]
+    demo = queries.setting_scores(con, queries.Filters(suite="demo", agents=("gamma",)))
+    assert 0.123 not in set(demo["median_score"]) and set(demo["task_id"]) == {"t1", "t2"}
     assert list(queries.agent_costs(con, beta)["agent_id"]) == ["beta"]
     assert queries.status_counts(con, beta)["agent_id"].unique().tolist() == ["beta"]
     assert list(queries.coverage(con, other)["agent_id"]) == ["gamma"]
@@ -237,15 +242,16 @@ def test_filters_select_rows_of_the_marts(con):
 
 def test_filters_select_attempts(con):
     total = queries.run_count(con)
-    assert total == len(snapshot_records())
+    assert total == len(snapshot_records()) + len(other_suite_records())  # every suite's
     late = queries.Filters(start=LATE_DAY, end=LATE_DAY)
     assert queries.run_count(con, late) == 1
     assert queries.runs(con, late)["status"].tolist() == ["no_submission"]
     first_day = queries.Filters(start=T0.date(), end=T0.date())
     assert queries.run_count(con, first_day) == total - 1
-    other = queries.Filters(suites=("other",))
-    assert queries.run_count(con, other) == 6
+    other = queries.Filters(suite="other")
+    assert queries.run_count(con, other) == 2
     assert queries.run_count(con, other, ("runtime_error",)) == 1
+    assert queries.run_count(con, queries.Filters(suite="demo")) == len(snapshot_records())
     newest = queries.runs(con, limit=5)
     assert len(newest) == 5
     assert newest["created_at"].iloc[0].date() == LATE_DAY
@@ -341,7 +347,7 @@ def test_duplicated_settings_lists_the_replayed_setting(con):
 
 
 def _twins(con, agent: str, task: str, budget: int, minute: int, **kwargs) -> pd.DataFrame:
-    record = queries.run_record(con, run_id_of(agent, task, budget, minute))
+    record = queries.run_record(con, "demo", run_id_of(agent, task, budget, minute))
     key = (task, record["submission_normalized_sha256"], agent, budget)
     return queries.submission_twins(con, record["run_id"], key, **kwargs)
 

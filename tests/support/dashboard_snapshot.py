@@ -8,7 +8,12 @@ import hashlib
 from pathlib import Path
 
 from runner.records import write_record
-from tests.support.dbt_warehouse import insert_agents, insert_suites, insert_tasks
+from tests.support.dbt_warehouse import (
+    count_every_setting,
+    insert_agents,
+    insert_suites,
+    insert_tasks,
+)
 from tests.support.records import T0, make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
@@ -23,7 +28,7 @@ TASK_STARTS = {"t1": dt.date(2025, 1, 1), "t2": dt.date(2025, 6, 1), "t3": dt.da
 CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": None}
 ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
 LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
-SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling
+SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling (and its folder)
 # Submission fingerprints: every success's answer is its own, except alpha's t3 at 600 s, whose
 # first two counted attempts submitted one answer (a replay), and one answer beta and gamma share.
 REPLAY, SHARED = "f" * 64, "e" * 64
@@ -74,24 +79,33 @@ def snapshot_records():
                         )
                     )
     records.append(make_record("beta", "t1", 60, 7, status="timeout", suite_id="demo"))
-    records.append(make_record("gamma", "t1", 60, 0, score=0.9, suite_id="other"))
-    records.append(make_record("gamma", "t1", 60, 1, status="runtime_error", suite_id="other"))
+    records.append(make_record("gamma", "t1", 60, 0, score=0.9, suite_id="demo"))
+    records.append(make_record("gamma", "t1", 60, 1, status="runtime_error", suite_id="demo"))
     records.append(
-        make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="other")
+        make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="demo")
     )
     # gamma's t2 at 600 s: three harness faults, its suite's ceiling: stopped there
     for minute in (10, 11, 12):
         records.append(
-            make_record("gamma", "t2", 600, minute, status="harness_error", suite_id="other")
+            make_record("gamma", "t2", 600, minute, status="harness_error", suite_id="demo")
         )
     return [_fingerprint(r) for r in records]
+
+
+def other_suite_records():
+    """Suite other's folder: gamma on t1 at 60 s again, under the same run ids as in the demo's
+    folder (each suite's own runs), with a score no demo mart may show."""
+    return [
+        make_record("gamma", "t1", 60, 0, score=0.123, suite_id="other"),
+        make_record("gamma", "t1", 60, 1, status="runtime_error", suite_id="other"),
+    ]
 
 
 def build_snapshot(root: Path) -> Path:
     """Write records, load them, build the marts (few bootstrap replicates), publish."""
     runs_dir = root / "runs"
-    for record in snapshot_records():
-        run_dir = runs_dir / record.run_id
+    for record in (*snapshot_records(), *other_suite_records()):
+        run_dir = runs_dir / record.suite_id / record.run_id  # each suite's folder
         run_dir.mkdir(parents=True)
         write_record(run_dir, record)
     warehouse = root / "warehouse.duckdb"
@@ -105,6 +119,7 @@ def build_snapshot(root: Path) -> Path:
     insert_tasks(warehouse, {t: (d, TASK_STARTS[t]) for t, d in TASKS.items()})
     insert_agents(warehouse, CUTOFFS)
     insert_suites(warehouse, SUITES)
+    count_every_setting(warehouse)
     build_marts(warehouse, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=root / "dbt")
     snapshot = root / "warehouse.snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)

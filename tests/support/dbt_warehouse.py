@@ -33,6 +33,13 @@ def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> N
         for r in records
     ]
     _insert(path, "runs", rows)
+    count_every_setting(path)
+
+
+def count_every_setting(path: Path) -> None:
+    """Make each folder of tmlbench runs a suite (named as the folder) that lists every setting
+    the folder holds, as suite files would: a raw.suites row unless there is one (insert_suites
+    sets its ceiling) and its raw.suite_settings."""
     with duckdb.connect(str(path)) as con:
         con.execute(
             "insert into raw.suites by name select distinct run_space as suite_id, "
