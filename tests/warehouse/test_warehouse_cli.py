@@ -126,7 +126,7 @@ def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
     board = invoke(env, "sql", "--csv", "-f", str(QUERIES / "leaderboard.sql"))
     assert board.exit_code == 0, board.output
     # agent "a" has successes in every setting; "b" only an invalid submission: not ranked
-    assert [row[:2] for row in csv.reader(io.StringIO(board.output))][1:] == [["1", "a"]]
+    assert [row[:3] for row in csv.reader(io.StringIO(board.output))][1:] == [["local", "1", "a"]]
     scores = invoke(env, "sql", "--csv", "-f", str(QUERIES / "setting_scores.sql"))
     assert scores.exit_code == 0 and ",a," in scores.output.replace("\n", ",")
 

@@ -2,6 +2,7 @@
 -- (agent, task, budget), with the interquartile range. Built by dbt (schema marts).
 -- Run: tmlbench sql -f warehouse/queries/setting_scores.sql
 select
+    suite_id,
     task_id,
     budget_seconds,
     agent_id,
@@ -13,4 +14,4 @@ select
     successes,
     attempts
 from marts.setting_scores
-order by task_id, budget_seconds, median_score desc nulls last, agent_id;
+order by suite_id, task_id, budget_seconds, median_score desc nulls last, agent_id;
