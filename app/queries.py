@@ -144,22 +144,43 @@ def has_runs(con: duckdb.DuckDBPyConnection | None) -> bool:
     return bool(frame["n"].iloc[0])
 
 
-def filter_options(con: duckdb.DuckDBPyConnection) -> dict:
-    """What the filters offer (``display.filter_options``): suites, agents, tasks, budgets, the
-    statuses that occur (in the taxonomy's order), and the first and last day (UTC) an attempt
-    was created."""
-    row = _read(con, "select * from display.filter_options").iloc[0]
+def suites(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The suites that count an attempt (``display.filter_options`` has a row for each)."""
+    return _read(con, "select suite_id from display.filter_options order by suite_id")[
+        "suite_id"
+    ].tolist()
+
+
+def default_suite(suite_ids: list[str]) -> str | None:
+    """The suite shown until another is chosen: the demo's when there is one (what `make run`
+    builds), else the first; None without suites."""
+    return "demo" if "demo" in suite_ids else next(iter(suite_ids), None)
+
+
+def filter_options(con: duckdb.DuckDBPyConnection, suite: str | None) -> dict:
+    """What the filters offer for one suite (its row of ``display.filter_options``): every
+    suite, and the suite's agents, tasks, budgets, the statuses that occur (in the taxonomy's
+    order), and the first and last day (UTC) one of its attempts was created."""
+    frame = _read(con, "select * from display.filter_options order by suite_id")
+    chosen = frame[frame["suite_id"] == suite]
+    if chosen.empty:
+        return {
+            "suites": frame["suite_id"].tolist(),
+            **{k: [] for k in ("agents", "tasks", "budgets", "statuses")},
+            "first_day": None,
+            "last_day": None,
+        }
+    row = chosen.iloc[0]
 
     def day(name: str) -> dt.date | None:
         return None if pd.isna(row[name]) else pd.Timestamp(row[name]).date()
 
     return {
-        "suites": list(row["suites"]),
+        "suites": frame["suite_id"].tolist(),
         "agents": list(row["agents"]),
         "tasks": list(row["tasks"]),
         "budgets": [int(b) for b in row["budgets"]],
-        # a snapshot published before the column existed offers no status filter
-        "statuses": list(row["statuses"]) if "statuses" in row else [],
+        "statuses": list(row["statuses"]),
         "first_day": day("first_day"),
         "last_day": day("last_day"),
     }

@@ -149,7 +149,7 @@ def sidebar_filters(path: Path) -> None:
     it is open: a page load then draws no multiselect or date input (nor loads their code in the
     browser). Their values live in st.session_state, set while the expander is closed and
     across pages; every page says which filters are active (``filters_note``)."""
-    options = query("filter_options", path)
+    options = query("filter_options", path, chosen_suite(path))
     state = st.session_state
     for key in (*FILTER_KEYS.values(), FILTERS_OPEN_KEY):
         # Streamlit drops a widget's value after a run that did not draw it (and the expander's
@@ -164,8 +164,7 @@ def sidebar_filters(path: Path) -> None:
         if not box.open:
             return
         if options["suites"]:
-            if state.get(FILTER_KEYS["suite"]) not in options["suites"]:
-                state[FILTER_KEYS["suite"]] = default_suite(options["suites"])
+            state[FILTER_KEYS["suite"]] = chosen_suite(path)
             box.selectbox("Suite", options["suites"], key=FILTER_KEYS["suite"])
         box.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
         box.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
@@ -183,20 +182,18 @@ def sidebar_filters(path: Path) -> None:
         box.caption(FILTER_SCOPE)
 
 
-def default_suite(suites: list[str]) -> str:
-    """The suite shown until another is chosen: the demo's when there is one (what `make run`
-    builds), else the first."""
-    return "demo" if "demo" in suites else suites[0]
+def chosen_suite(path: Path) -> str | None:
+    """The suite chosen in the sidebar, or the default one until a suite is chosen (or when the
+    chosen one is not in this snapshot)."""
+    suite_ids = query("suites", path)
+    chosen = st.session_state.get(FILTER_KEYS["suite"])
+    return chosen if chosen in suite_ids else queries.default_suite(suite_ids)
 
 
 def current_filters(path: Path) -> queries.Filters:
-    """The sidebar's filters as a ``queries.Filters``: the chosen suite (the default one until a
-    suite is chosen) and the other filters' selections (empty: all)."""
+    """The sidebar's filters as a ``queries.Filters``: the chosen suite and the other filters'
+    selections (empty: all)."""
     state = st.session_state
-    suites = query("filter_options", path)["suites"]
-    suite = state.get(FILTER_KEYS["suite"])
-    if suite not in suites:
-        suite = default_suite(suites) if suites else None
     dates = state.get(FILTER_KEYS["dates"]) or ()
     start = end = None
     if (
@@ -206,7 +203,7 @@ def current_filters(path: Path) -> queries.Filters:
     ):
         start, end = dates
     return queries.Filters(
-        suite=suite,
+        suite=chosen_suite(path),
         agents=tuple(state.get(FILTER_KEYS["agents"]) or ()),
         tasks=tuple(state.get(FILTER_KEYS["tasks"]) or ()),
         budgets=tuple(int(b) for b in state.get(FILTER_KEYS["budgets"]) or ()),

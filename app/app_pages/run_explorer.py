@@ -232,7 +232,7 @@ path = snapshot_or_stop()
 filters = current_filters(path)
 filters_note(filters)
 
-options = query("filter_options", path)
+options = query("filter_options", path, filters.suite)
 statuses = tuple(st.multiselect("Statuses", options["statuses"], key="statuses"))
 # filters run in SQL; only the newest RUN_ROWS matching attempts travel to the browser
 total = query("run_count", path, filters, statuses)

@@ -190,7 +190,12 @@ def test_record_fields_as_text():
 
 
 def test_filter_options(con):
-    options = queries.filter_options(con)
+    assert queries.suites(con) == ["demo", "other"]
+    assert queries.default_suite(queries.suites(con)) == "demo"
+    other = queries.filter_options(con, "other")  # the chosen suite's own options
+    assert (other["agents"], other["tasks"], other["budgets"]) == (["gamma"], ["t1"], [60])
+    assert queries.filter_options(con, "nope")["agents"] == []
+    options = queries.filter_options(con, "demo")
     assert options["suites"] == ["demo", "other"]
     assert options["agents"] == ["alpha", "beta", "gamma"]
     assert options["tasks"] == sorted(TASKS) and options["budgets"] == list(BUDGETS)
