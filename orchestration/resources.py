@@ -4,6 +4,7 @@ Every location left unset falls back, at run time, to what the rest of tmlbench 
 ``TMLBENCH_*`` environment variables, else the repository's defaults. Nothing is read at import.
 """
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,6 +23,9 @@ from runner.specs import SuiteSpec
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.dbt import DBT_PROJECT_DIR, dbt_executable, vars_args
 from warehouse.snapshot import snapshot_path
+
+# The sandbox backend of runs whose resource leaves it unset (the deployments set it).
+BACKEND_ENV = "TMLBENCH_SANDBOX_BACKEND"
 
 
 class BenchConfig(dg.ConfigurableResource):
@@ -56,13 +60,20 @@ class BenchConfig(dg.ConfigurableResource):
 class SandboxBackend(dg.ConfigurableResource):
     """The sandbox every attempt runs in (``bwrap`` isolates; ``process`` only for trusted code)."""
 
-    backend: str = "bwrap"
+    backend: str | None = Field(
+        default=None,
+        description="bwrap, docker or process; None = $TMLBENCH_SANDBOX_BACKEND, else bwrap",
+    )
     allow_unsafe: bool = Field(
         default=False, description="let untrusted agents run on a backend that does not isolate"
     )
 
+    def name(self) -> str:
+        """The backend's name: this resource's, else the deployment's (a run container's env)."""
+        return self.backend or os.environ.get(BACKEND_ENV) or "bwrap"
+
     def sandbox(self) -> Sandbox:
-        return get_sandbox(self.backend)
+        return get_sandbox(self.name())
 
 
 class DuckDBWarehouse(dg.ConfigurableResource):

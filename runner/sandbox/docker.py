@@ -23,6 +23,18 @@ request has none) are removed again by ``/usr/bin/env -u NAME`` in front of the 
 Each container sits in its own cgroup parent (runner/sandbox/docker_cgroups.py), so CPU
 time and peak memory can be read after it is gone; the engine's CLI, its health check and
 the removal of containers a crashed harness left behind are in runner/sandbox/docker_engine.py.
+
+**A harness in a container** (the Docker deployment's run containers: orchestration/
+deployments/README.md) starts the attempt's container on the host's engine through its
+socket, and the engine resolves every bind source on the host. So the run folders are bound
+into the harness's container at the same absolute paths as on the host, and
+``$TMLBENCH_DOCKER_SHARED_DIR`` names one more such folder: the harness makes its sockets
+and /etc files there (runner/sandbox/views.py) and copies read-only folders that exist only
+in its image (the agent's code) into it for the attempt. Before the first attempt it checks
+that the engine sees the workspace's folder and the shared folder as it does (a marker file
+read back by a probe container), since a bind of a same-named but different host folder would
+blame an empty workspace on the agent. The host's cgroup tree is not visible there: no
+cgroup parent is made, and the record notes that CPU time and peak memory are unknown.
 """
 
 from __future__ import annotations
@@ -56,17 +68,16 @@ from runner.sandbox.docker_engine import (
     IMAGE,
     IMAGE_HINT,
     LABEL,
-    boot_id,
     docker_cli,
     docker_problem,
+    harness_labels,
     remove_orphans,
     remove_orphans_once,
-    start_ticks,
 )
 from runner.sandbox.lifecycle import Ended, Watchdog
 from runner.sandbox.output import CappedLog, log_head, truncation_notes
 from runner.sandbox.seccomp import docker_profile_path
-from runner.sandbox.views import NO_VIEWS, SynthesizedFiles, Views
+from runner.sandbox.views import NO_VIEWS, SHARED_DIR_ENV, SynthesizedFiles, Views, shared_dir
 from runner.sandbox.workspace import Workspace
 
 # docker_problem and remove_orphans are imported from here (runner.sandbox, tests).
@@ -157,6 +168,94 @@ def _stop_pumps(pumps: list[_Pump]) -> list[str]:
     return notes
 
 
+class _Staging:
+    """Read-only folders copied into the shared folder for one attempt (a harness in a
+    container: the engine cannot see its image's files). Without a shared folder, nothing."""
+
+    def __init__(self, shared: Path | None, name: str):
+        self.root = shared / f"{name}-ro" if shared else None
+        self.shared = shared
+        self.copies: dict[Path, Path] = {}
+        self.notes: list[str] = []
+
+    def __enter__(self) -> _Staging:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def visible(self, folder: Path) -> Path:
+        """``folder``, or its copy where the engine sees it."""
+        if self.root is None or self.shared is None or folder.is_relative_to(self.shared):
+            return folder
+        if folder not in self.copies:
+            target = self.root / str(len(self.copies))
+            self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            shutil.copytree(folder, target, symlinks=True)
+            for path in [target, *target.rglob("*")]:  # readable by the sandbox user
+                if not path.is_symlink():
+                    mode = stat.S_IMODE(path.stat().st_mode) & 0o755
+                    path.chmod(mode | (0o755 if path.is_dir() else 0o644))
+            self.copies[folder] = target
+            self.notes.append(f"read-only folder {folder} copied to {target} for the engine")
+        return self.copies[folder]
+
+
+_same_path_lock = threading.Lock()
+_same_path_seen: set[Path] = set()
+
+
+def check_engine_paths(docker: str, image: str, folders: list[Path]) -> None:
+    """HarnessError unless the engine sees each of ``folders`` at the same path as we do.
+
+    A marker file in each, read back by a probe container that binds them; once per folder
+    and process. Only asked by a harness in a container (``$TMLBENCH_DOCKER_SHARED_DIR``).
+    """
+    with _same_path_lock:
+        todo = [f for f in dict.fromkeys(folders) if f not in _same_path_seen]
+        if not todo:
+            return
+        token = uuid.uuid4().hex
+        markers = [f / f".tmlbench-engine-probe-{token}" for f in todo]
+        args = ["run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL"]
+        args += ["--security-opt", "no-new-privileges", "--log-driver", "none", "--pull", "never"]
+        args += ["--user", "0:0", "--entrypoint", "/bin/cat"]
+        try:
+            for i, (folder, marker) in enumerate(zip(todo, markers, strict=True)):
+                marker.write_text(token)
+                args += ["--mount", f"type=bind,source={folder},target=/probe/{i},readonly"]
+            got = docker_cli(
+                docker,
+                *args,
+                image,
+                *[f"/probe/{i}/{m.name}" for i, m in enumerate(markers)],
+                timeout=30,
+            )
+        finally:
+            for marker in markers:
+                marker.unlink(missing_ok=True)
+        if got.returncode != 0 or got.stdout != token * len(todo):
+            raise HarnessError(
+                "this harness runs in a container and starts sandboxes on the Docker engine "
+                f"outside it ({SHARED_DIR_ENV}), but the engine does not see "
+                f"{', '.join(map(str, todo))} as this container does: bind each at the same "
+                "absolute path in the container as on the Docker host (orchestration/"
+                f"deployments/README.md). {(got.stderr or '').strip()[:300]}"
+            )
+        _same_path_seen.update(todo)
+
+
+class _Shown:
+    """How a read-only folder is bound: its view (no host path), else its engine-visible copy."""
+
+    def __init__(self, views: Views, staging: _Staging):
+        self.views, self.staging = views, staging
+
+    def view(self, folder: Path) -> Path:
+        return self.staging.visible(self.views.view(folder))
+
+
 class DockerSandbox(Sandbox):
     name = "docker"
     isolated = True
@@ -177,7 +276,11 @@ class DockerSandbox(Sandbox):
         return SandboxPaths(workspace=WORKSPACE, agent_dir=AGENT_DIR, python=PYTHON)
 
     def create_args(
-        self, request: SandboxRequest, name: str, env_file: str, views: Views | None = None
+        self,
+        request: SandboxRequest,
+        name: str,
+        env_file: str,
+        views: Views | _Shown | None = None,
     ) -> list[str]:
         """``docker create`` arguments (after ``docker``) for ``request``; no values of env.
 
@@ -191,9 +294,7 @@ class DockerSandbox(Sandbox):
         tmp_size = max(1 << 20, min(limits.disk_bytes, limits.memory_bytes))
         fsize = max(1, int(limits.disk_bytes))
         a = ["create", "--name", name, "--pull", "never"]
-        a += ["--label", f"{LABEL}={name}", "--label", f"tmlbench.harness_pid={os.getpid()}"]
-        a += ["--label", f"tmlbench.harness_start={start_ticks(os.getpid()) or ''}"]
-        a += ["--label", f"tmlbench.boot_id={boot_id()}"]
+        a += ["--label", f"{LABEL}={name}", *harness_labels()]
         a += ["--network", "none", "--hostname", "sandbox", "--read-only"]
         a += ["--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "--cap-drop", "ALL"]
         a += ["--security-opt", "no-new-privileges", "--init", "--ipc", "private"]
@@ -206,7 +307,8 @@ class DockerSandbox(Sandbox):
             a += ["--cpuset-cpus", limits.cpuset]
         else:
             a += ["--cpus", str(len(os.sched_getaffinity(0)))]
-        a += ["--cgroup-parent", f"/{CGROUP_ROOT}/{name}"]
+        if cgroup_mounts():  # else the host's tree is out of sight: it could not be removed
+            a += ["--cgroup-parent", f"/{CGROUP_ROOT}/{name}"]
         a += ["--ulimit", f"fsize={fsize}:{fsize}", "--ulimit", "core=0:0"]
         a += ["--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp_size},mode=1777"]
         # Docker shows the container its cgroup tree (read-only); an agent has no business there.
@@ -236,19 +338,31 @@ class DockerSandbox(Sandbox):
             )
         name = f"tmlbench-{uuid.uuid4().hex[:16]}"
         notes = [f"docker: {self.image}, uid {SANDBOX_UID}, no network, read-only root"]
+        shared = shared_dir()
         try:
+            if shared is not None:
+                shared.mkdir(mode=0o711, parents=True, exist_ok=True)
+                run_folders = Path(request.workspace).resolve().parent.parent
+                check_engine_paths(self.docker, self.image, [shared.resolve(), run_folders])
+                notes.append(f"docker: harness in a container; engine-visible folder {shared}")
             for bind in request.binds:
                 notes += _open_to_sandbox_user(Path(bind.host).resolve())
-            with Views.for_attempt(request.workspace) as views:
+            with (
+                Views.for_attempt(request.workspace) as views,
+                _Staging(shared, name) as staging,
+            ):
                 notes += views.notes
-                ended = self._run(request, workspace, name, views)
+                ended = self._run(request, workspace, name, _Shown(views, staging))
+                notes += staging.notes
         finally:
             # The container's cgroups went with it; its cgroup parent kept the totals.
             notes += remove_cgroup_parent(name)
         ended.notes[:0] = notes
         return ended
 
-    def _run(self, request: SandboxRequest, workspace: Workspace, name: str, views: Views) -> Ended:
+    def _run(
+        self, request: SandboxRequest, workspace: Workspace, name: str, views: _Shown
+    ) -> Ended:
         limits = request.limits
         cid = self._create(request, name, views)
         pids_mount = cgroup_mounts().get("pids")
@@ -301,7 +415,7 @@ class DockerSandbox(Sandbox):
         self._account(name, ended)
         return ended
 
-    def _create(self, request: SandboxRequest, name: str, views: Views) -> str:
+    def _create(self, request: SandboxRequest, name: str, views: _Shown) -> str:
         """``docker create`` the attempt's container; its id."""
         env_file = _write_env_file(request.env)
         try:

@@ -1,11 +1,18 @@
 """The Docker engine as the docker sandbox uses it: its CLI, its health, and orphans.
 
-Containers are labelled with the harness's pid, its start time and the boot id, so the
-first DockerSandbox of a process removes containers a crashed harness left behind.
+Containers are labelled with the harness's pid, its start time, its pid namespace, the
+container it runs in (if any) and the boot id, so the first DockerSandbox of a process removes
+containers a crashed harness left behind: one whose pid is gone from our pid namespace, or
+whose container no longer runs. A harness in another pid namespace that is not a container
+(the host's, seen from a run container) cannot be checked from here, and its attempts are
+left alone: that harness removes them itself when it starts again.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 import shutil
 import subprocess
 import threading
@@ -21,6 +28,8 @@ ENGINE_HINT = (
 )
 IMAGE_HINT = "build the agent runtime image with `make docker-image`"
 CLI_TIMEOUT = 60.0  # seconds for docker create/inspect/rm; kill gets less
+# Who started an attempt's container (labels tmlbench.<key>), in the order remove_orphans reads.
+HARNESS_LABELS = ("harness_pid", "harness_start", "boot_id", "harness_pidns", "harness_container")
 
 
 def docker_cli(
@@ -60,12 +69,55 @@ def docker_problem(image: str = IMAGE, docker: str | None = None) -> str | None:
 # -- who we are (labels) and orphans -------------------------------------------------------
 
 
+def harness_labels() -> list[str]:
+    """``--label`` arguments naming this harness process (see :func:`remove_orphans`)."""
+    pid = os.getpid()
+    values = {
+        "harness_pid": str(pid),
+        "harness_start": start_ticks(pid) or "",
+        "boot_id": boot_id(),
+        "harness_pidns": pid_namespace(),
+        "harness_container": own_container(),
+    }
+    return [arg for key in HARNESS_LABELS for arg in ("--label", f"tmlbench.{key}={values[key]}")]
+
+
 def boot_id() -> str:
     """This boot's id: a harness pid from another boot names no live process."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return "unknown"
+
+
+def pid_namespace() -> str:
+    """This process's pid namespace (``pid:[inode]``): pids are only comparable within it."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "unknown"
+
+
+_CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
+
+
+@functools.cache
+def own_container() -> str:
+    """The id of the Docker container this process runs in; "" on a host.
+
+    Docker binds a container's /etc/hostname from ``<data root>/containers/<id>/hostname``.
+    """
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == "/etc/hostname":
+            found = _CONTAINER_ID.search(fields[3])
+            if found:
+                return found.group(1)
+    return ""
 
 
 def start_ticks(pid: int) -> str | None:
@@ -77,8 +129,18 @@ def start_ticks(pid: int) -> str | None:
     return text[text.rfind(")") + 2 :].split()[19]
 
 
-def _harness_alive(pid: str, start: str, boot: str) -> bool:
-    if boot != boot_id() or not pid.isdigit():
+def _container_running(docker: str, container: str) -> bool:
+    got = docker_cli(docker, "inspect", "--format", "{{.State.Running}}", container, timeout=15)
+    return got.returncode == 0 and got.stdout.strip() == "true"
+
+
+def _harness_alive(docker: str, labels: list[str]) -> bool:
+    pid, start, boot, pidns, container = labels
+    if boot != boot_id():
+        return False
+    if pidns and pidns != pid_namespace():  # a harness in another container, or on the host
+        return _container_running(docker, container) if container else True
+    if not pid.isdigit():
         return False
     return start_ticks(int(pid)) == start
 
@@ -89,17 +151,16 @@ _orphans_done = False
 
 def remove_orphans(docker: str) -> list[str]:
     """Remove tmlbench containers whose harness process is gone; returns their names."""
-    fmt = (
-        '{{.Names}}\t{{.Label "tmlbench.harness_pid"}}\t'
-        '{{.Label "tmlbench.harness_start"}}\t{{.Label "tmlbench.boot_id"}}'
-    )
+    fmt = "\t".join(["{{.Names}}"] + [f'{{{{.Label "tmlbench.{key}"}}}}' for key in HARNESS_LABELS])
     listed = docker_cli(docker, "ps", "-a", "--filter", f"label={LABEL}", "--format", fmt)
     if listed.returncode != 0:
         raise HarnessError(f"cannot list containers: {listed.stderr.strip()}; {ENGINE_HINT}")
     removed = []
     for line in listed.stdout.splitlines():
-        name, pid, start, boot = ([*line.split("\t"), "", "", ""])[:4]
-        if name and not _harness_alive(pid, start, boot):
+        name, *labels = ([*line.split("\t"), *[""] * len(HARNESS_LABELS)])[
+            : 1 + len(HARNESS_LABELS)
+        ]
+        if name and not _harness_alive(docker, labels):
             docker_cli(docker, "rm", "-f", "-v", name)
             remove_cgroup_parent(name)
             removed.append(name)

@@ -14,6 +14,11 @@ mount whose root is ``/`` of a filesystem of its own:
 
 Views need root (``mount``); without it folders are bound as they are, and the notes say so.
 The workspace needs neither: it is a filesystem of its own (runner/sandbox/workspace.py).
+
+A harness that itself runs in a container and starts docker sandboxes on the host's engine
+(the Docker deployment's run containers) names ``$TMLBENCH_DOCKER_SHARED_DIR``: a folder it
+sees at the same path as the engine does. Its private folders are made there instead of on
+its own /dev/shm, which the engine cannot see (runner/sandbox/docker.py).
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ from pathlib import Path
 from runner.sandbox.mounts import find_tool, run_tool, try_once, unmount
 
 VIEWS_NAME = ".views"  # beside the workspace, in the run's own folder
+SHARED_DIR_ENV = "TMLBENCH_DOCKER_SHARED_DIR"
+
+
+def shared_dir() -> Path | None:
+    """The folder this process and the Docker engine see at the same path, if one is named.
+
+    Set only where the harness runs in a container of the engine it starts sandboxes on;
+    read when a folder is made, so a deployment sets it in the environment of its runs.
+    """
+    value = os.environ.get(SHARED_DIR_ENV)
+    return Path(value) if value else None
 
 
 @functools.cache
@@ -47,8 +63,15 @@ def tmpfs_dir() -> str | None:
 
 
 def private_dir(prefix: str) -> Path:
-    """A new 0700 folder for what the harness shares with one sandbox (sockets, /etc files)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmpfs_dir()))
+    """A new 0700 folder for what the harness shares with one sandbox (sockets, /etc files).
+
+    On a tmpfs (its mount line names no host path), or in the shared folder of a harness
+    whose docker sandboxes are started by an engine outside its container.
+    """
+    shared = shared_dir()
+    if shared is not None:
+        shared.mkdir(mode=0o711, parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=str(shared) if shared else tmpfs_dir()))
 
 
 class SynthesizedFiles:

@@ -121,14 +121,14 @@ def test_docker_run_launcher_config() -> None:
     value = launcher_config(config, DockerRunLauncher)
     assert value["image"] == POSTGRES_ENV["DAGSTER_CURRENT_IMAGE"]
     kwargs = value["container_kwargs"]
-    # Sandbox settings: never privileged; bwrap needs seccomp/AppArmor lifted, no capabilities.
+    # Never privileged; attempts run in sibling containers (docker backend), so the run
+    # container keeps Docker's seccomp and AppArmor profiles and only the capabilities the
+    # workspace handover needs (README.md, "Sandboxing inside a container").
     assert kwargs.get("privileged", False) is False
-    assert "seccomp=unconfined" in kwargs["security_opt"]
-    assert "apparmor=unconfined" in kwargs["security_opt"]
+    assert not any("unconfined" in opt for opt in kwargs["security_opt"])
     assert "no-new-privileges=true" in kwargs["security_opt"]
     assert kwargs["cap_drop"] == ["ALL"]
-    assert "SYS_ADMIN" not in kwargs.get("cap_add", [])
-    assert not str(kwargs["user"]).startswith("0")
+    assert set(kwargs.get("cap_add", [])) <= {"CHOWN", "DAC_OVERRIDE", "FOWNER"}
     for limit in ("nano_cpus", "mem_limit", "pids_limit"):
         assert kwargs[limit]
     mounts = {v.split(":")[1] for v in kwargs["volumes"]}
@@ -246,8 +246,11 @@ def test_compose_references_existing_files() -> None:
     launcher = instance_config(DOCKER)["run_launcher"]["config"]
     assert compose["networks"][launcher["network"]]["name"] == launcher["network"]
     for volume in launcher["container_kwargs"]["volumes"]:
-        name = volume.split(":")[0]
-        assert compose["volumes"][name]["name"] == name
+        source, target = volume.split(":")[:2]
+        if source.startswith("/"):  # host folders at the same path (the engine resolves binds)
+            assert source == target, volume
+        else:
+            assert compose["volumes"][source]["name"] == source
     # The code location the workspace points at is the compose service.
     workspace = yaml.safe_load((DOCKER / "workspace.yaml").read_text())
     (location,) = workspace["load_from"]
@@ -257,7 +260,9 @@ def test_compose_references_existing_files() -> None:
 
 def test_dockerfile_references_existing_files() -> None:
     text = (DOCKER / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-[\w.-]*bookworm", text, re.M)
+    # The debootstrap base of runner/sandbox/image/build.sh: nothing from Docker Hub.
+    assert re.search(r"^ARG BASE=tmlbench-base:bookworm$", text, re.M)
+    assert re.search(r"^FROM \$\{BASE\}$", text, re.M)
     assert "uv sync --frozen" in text
     assert "bubblewrap" in text
     assert re.search(r"^USER (?!root|0)", text, re.M)
