@@ -5,7 +5,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: help install system-deps browser-deps docker-engine docker-image uv clis run ui dashboard manifest dagster-home test lint format bench clean
+.PHONY: help install system-deps browser-deps docker-engine docker-image deploy-deps uv clis run ui dashboard manifest dagster-home test lint format bench clean
 
 # Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
 DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
@@ -20,6 +20,7 @@ help:
 	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
 	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite"
 	@echo "make docker-image  start the Docker engine if needed and build the docker sandbox's image"
+	@echo "make deploy-deps   docker-compose and the Docker deployment's images (orchestration/deployments/docker)"
 	@echo "make clis   install the pinned CLI of every command agent (tmlbench agents install --all; cached)"
 	@echo "make bench  run the benchmark scripts in benchmarks/"
 
@@ -71,6 +72,19 @@ docker-engine:
 docker-image: docker-engine
 	runner/sandbox/image/build.sh
 
+# The Docker deployment (orchestration/deployments/docker/): Debian's docker-compose and its
+# images (the sandbox's base and agent image, Postgres 15, the user code), built without Docker
+# Hub. Cached: with nothing changed, a few seconds (see build.sh).
+deploy-deps: docker-engine
+	@{ command -v docker-compose || docker compose version; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing docker-compose (the Docker deployment)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
+	  else \
+	    echo "the Docker deployment needs docker-compose: 'sudo apt-get install docker-compose'"; exit 1; \
+	  fi; }
+	orchestration/deployments/docker/build.sh
+
 # The agent CLIs the shipped command agents pin (npm and PyPI), into ~/.cache/tmlbench/clis:
 # a version installed once is reused by every clone.
 clis: install
@@ -116,7 +130,7 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-test: install browser-deps docker-image clis lint manifest
+test: install browser-deps docker-image deploy-deps clis lint manifest
 	$(RUN) dg check defs
 	$(RUN) pytest
 

@@ -1,0 +1,346 @@
+"""The Docker deployment (orchestration/deployments/docker/) brought up on this host, and driven.
+
+Used by tests/test_docker_deployment.py and benchmarks/docker_deployment.py: build the images
+(cached), start the compose stack (Postgres, code server, webserver, daemon), launch runs
+through the webserver's GraphQL API as the UI does, wait for them, read their events, and
+take everything down again: containers (the stack's and every run container its daemon
+started), the network, the volumes, and the host folders under /srv/tmlbench.
+
+The host folders are fixed (/srv/tmlbench/{data,runs,warehouse}: run containers bind them at
+the same paths, see the deployments README), so a host can hold one stack at a time. The
+stack refuses to start where one already runs or where /srv/tmlbench holds anything it did
+not create itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.config import REPO_ROOT
+
+DOCKER_DIR = REPO_ROOT / "orchestration" / "deployments" / "docker"
+COMPOSE_FILE = DOCKER_DIR / "docker-compose.yaml"
+BUILD_SCRIPT = DOCKER_DIR / "build.sh"
+SRV = Path("/srv/tmlbench")
+FOLDERS = ("data", "runs", "warehouse")
+MARKER = SRV / ".made-by-tmlbench-tests"
+PROJECT = "tmlbench"
+SERVICES = ("tmlbench_postgres", "tmlbench_user_code", "tmlbench_webserver", "tmlbench_daemon")
+NETWORK = "tmlbench_dagster"
+VOLUMES = ("tmlbench_postgres", "tmlbench_dagster_home")
+LOCATION = "tmlbench"
+WAREHOUSE = SRV / "warehouse" / "tmlbench.duckdb"
+SNAPSHOT = SRV / "warehouse" / "tmlbench.snapshot.duckdb"
+FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=check
+    )
+
+
+def compose_command() -> list[str] | None:
+    """``docker compose`` (the plugin) where installed, else Debian's ``docker-compose``."""
+    plugin = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+    if plugin.returncode == 0:
+        return ["docker", "compose"]
+    exe = shutil.which("docker-compose")
+    return [exe] if exe else None
+
+
+def host_problem() -> str | None:
+    """Why the stack cannot be brought up here, or None."""
+    if os.geteuid() != 0:
+        return "the Docker deployment's test needs root (it owns /srv/tmlbench and the engine)"
+    if shutil.which("docker") is None or docker("info", check=False).returncode != 0:
+        return "no Docker engine: make docker-engine"
+    if compose_command() is None:
+        return "no docker-compose: make deploy-deps (Debian's docker-compose)"
+    running = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    if busy := sorted(set(running) & set(SERVICES)):
+        return f"a tmlbench stack already exists on this host ({', '.join(busy)}); not touching it"
+    if SRV.exists() and any(SRV.iterdir()) and not MARKER.exists():
+        return f"{SRV} holds data this test did not make; not touching it"
+    return None
+
+
+def build_images(timeout: float = 3600) -> float:
+    """orchestration/deployments/docker/build.sh (cached by content hash); its seconds."""
+    start = time.monotonic()
+    subprocess.run([str(BUILD_SCRIPT)], check=True, timeout=timeout)
+    return time.monotonic() - start
+
+
+@dataclass
+class Run:
+    run_id: str
+    status: str
+    start: float | None
+    end: float | None
+    tags: dict[str, str]
+
+
+@dataclass
+class DagsterApi:
+    """A Dagster webserver's GraphQL API on a loopback port: launch runs as the UI does, follow them."""
+
+    port: int = 3000
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/graphql"
+
+    def gql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(
+            self.url, data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer = json.load(reply)
+        if answer.get("errors"):
+            raise RuntimeError(f"GraphQL errors: {answer['errors']}")
+        return dict(answer["data"])
+
+    def location_loaded(self) -> bool:
+        data = self.gql(
+            "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus"
+            " locationOrLoadError { __typename } } } } }"
+        )
+        entries = data["workspaceOrError"]["locationEntries"]
+        return any(
+            e["name"] == LOCATION
+            and e["loadStatus"] == "LOADED"
+            and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+            for e in entries
+        )
+
+    def executable_assets(self) -> list[dict[str, Any]]:
+        data = self.gql("{ assetNodes { assetKey { path } groupName isExecutable } }")
+        return [n for n in data["assetNodes"] if n["isExecutable"]]
+
+    def warehouse_assets(self) -> list[str]:
+        """Everything after the attempts: raw load, every dbt model, the snapshot."""
+        return [
+            "/".join(n["assetKey"]["path"])
+            for n in self.executable_assets()
+            if n["groupName"] != "benchmark"
+        ]
+
+    def launch(
+        self,
+        assets: Sequence[str],
+        tags: dict[str, str] | None = None,
+        run_config: dict[str, Any] | None = None,
+    ) -> str:
+        """``launchRun`` of the asset job over ``assets`` (what the UI's Materialize does)."""
+        params = {
+            "selector": {
+                "repositoryLocationName": LOCATION,
+                "repositoryName": "__repository__",
+                "jobName": "__ASSET_JOB",
+                "assetSelection": [{"path": a.split("/")} for a in assets],
+            },
+            "runConfigData": run_config or {},
+            "executionMetadata": {
+                "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]
+            },
+        }
+        data = self.gql(
+            """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+            ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+            ... on RunConfigValidationInvalid { errors { message } }
+            ... on InvalidSubsetError { message } } }""",
+            {"p": params},
+        )["launchRun"]
+        if data["__typename"] != "LaunchRunSuccess":
+            raise RuntimeError(f"launchRun failed: {data}")
+        return str(data["run"]["runId"])
+
+    def run(self, run_id: str) -> Run:
+        data = self.gql(
+            """query($id: ID!) { runOrError(runId: $id) { __typename
+            ... on Run { runId status startTime endTime tags { key value } } } }""",
+            {"id": run_id},
+        )["runOrError"]
+        return Run(
+            run_id=data["runId"],
+            status=data["status"],
+            start=data["startTime"],
+            end=data["endTime"],
+            tags={t["key"]: t["value"] for t in data["tags"]},
+        )
+
+    def wait(self, run_ids: Sequence[str], timeout: float = 1200) -> list[Run]:
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = [self.run(r) for r in run_ids]
+            if all(r.status in FINISHED for r in runs):
+                return runs
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"runs not finished after {timeout:.0f} s: {runs}")
+            time.sleep(3)
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """Every event of a run: type, step key, timestamp (seconds)."""
+        events: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            data = self.gql(
+                """query($id: ID!, $after: Cursor) { logsForRun(runId: $id, afterCursor: $after)
+                { __typename ... on EventConnection { cursor hasMore events {
+                  __typename ... on MessageEvent { message timestamp stepKey } } } } }""",
+                {"id": run_id, "after": cursor},
+            )["logsForRun"]
+            events += [
+                {
+                    "type": e["__typename"],
+                    "step": e.get("stepKey"),
+                    "time": float(e["timestamp"]) / 1000,
+                    "message": e.get("message"),
+                }
+                for e in data["events"]
+            ]
+            cursor = data["cursor"]
+            if not data["hasMore"]:
+                return events
+
+    def step_spans(self, run_id: str, steps: Iterable[str]) -> list[tuple[float, float, str]]:
+        """(start, end, "run/step") of each step in ``steps`` that started in the run."""
+        wanted = set(steps)
+        starts: dict[str, float] = {}
+        spans = []
+        for e in self.events(run_id):
+            if e["step"] not in wanted:
+                continue
+            if e["type"] == "ExecutionStepStartEvent":
+                starts[e["step"]] = e["time"]
+            elif e["type"] in ("ExecutionStepSuccessEvent", "ExecutionStepFailureEvent"):
+                spans.append((starts[e["step"]], e["time"], f"{run_id[:8]}/{e['step']}"))
+        return spans
+
+
+@dataclass
+class DockerStack(DagsterApi):
+    """One compose stack on this host; ``up()`` then ``down()`` (also after a failure)."""
+
+    instance_yaml: Path | None = None  # instead of docker/dagster.yaml (benchmark settings)
+    password: str = field(default_factory=lambda: secrets.token_hex(16))
+    _override: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        gid = os.stat("/var/run/docker.sock").st_gid
+        return {
+            **os.environ,
+            "DAGSTER_POSTGRES_PASSWORD": self.password,
+            "DOCKER_GID": str(gid),
+            "TMLBENCH_UI_PORT": str(self.port),
+        }
+
+    def compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        command = compose_command()
+        assert command is not None, "no docker compose"
+        files = ["-f", str(COMPOSE_FILE)]
+        if self._override is not None:
+            files += ["-f", str(self._override)]
+        return subprocess.run(
+            [*command, "-p", PROJECT, *files, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env(),
+            check=False,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def up(self, timeout: float = 600) -> float:
+        """Make the host folders, start the stack, wait until the code location is loaded."""
+        start = time.monotonic()
+        SRV.mkdir(parents=True, exist_ok=True)
+        MARKER.touch()
+        for name in FOLDERS:
+            (SRV / name).mkdir(exist_ok=True)
+        if self.instance_yaml is not None:
+            self._override = Path(tempfile.mkstemp(prefix="tmlbench-compose-", suffix=".yaml")[1])
+            mount = f"{self.instance_yaml}:/opt/dagster/home/dagster.yaml:ro"
+            services = {s: {"volumes": [mount]} for s in SERVICES[1:]}
+            self._override.write_text(json.dumps({"services": services}))
+        got = self.compose("up", "-d", "--no-build", timeout=timeout)
+        if got.returncode != 0:
+            raise RuntimeError(f"docker-compose up failed:\n{got.stdout}\n{got.stderr}")
+        deadline = start + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.location_loaded():
+                    return time.monotonic() - start
+            except (OSError, urllib.error.URLError, ValueError, KeyError):
+                pass
+            time.sleep(2)
+        raise TimeoutError(f"the code location did not load in {timeout:.0f} s:\n{self.logs()}")
+
+    def down(self) -> None:
+        """Remove everything the stack made, whatever state it is in."""
+        # No new run containers (run retries, the queue) while the old ones are removed.
+        self.compose("stop", "--timeout", "10", "tmlbench_daemon")
+        self.remove_run_containers()
+        # Run containers hold the network and the volume: gone first, then the stack.
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "10")
+        self.remove_run_containers()
+        docker("network", "rm", NETWORK, check=False)
+        for volume in VOLUMES:
+            docker("volume", "rm", "-f", volume, check=False)
+        if self._override is not None:
+            self._override.unlink(missing_ok=True)
+        if MARKER.exists():
+            shutil.rmtree(SRV, ignore_errors=True)
+
+    def remove_run_containers(self) -> None:
+        """Every run container, and attempt containers a killed run could not remove itself."""
+        runs = self.run_containers(all_states=True)
+        for cid in runs:
+            docker("rm", "-f", "-v", cid, check=False)
+        attempts = docker(
+            "ps", "-a", "--filter", "label=tmlbench.attempt",
+            "--format", '{{.ID}} {{.Label "tmlbench.harness_container"}}',
+        ).stdout  # fmt: skip
+        for line in attempts.splitlines():
+            cid, _, harness = line.partition(" ")
+            if harness in runs:
+                docker("rm", "-f", "-v", cid, check=False)
+
+    # -- what the engine shows -------------------------------------------------------------
+
+    def run_containers(self, all_states: bool = False) -> list[str]:
+        """Containers the DockerRunLauncher started (labelled with a Dagster run id)."""
+        args = ["ps", "-q", "--no-trunc", "--filter", "label=app=tmlbench"]
+        args += ["--filter", "label=dagster/run_id"]
+        return docker(*args, *(["-a"] if all_states else [])).stdout.split()
+
+    def inspect(self, container: str) -> dict[str, Any]:
+        return json.loads(docker("inspect", container).stdout)[0]
+
+    def logs(self, containers: Iterable[str] = SERVICES[1:], tail: int = 40) -> str:
+        out = []
+        for name in containers:
+            got = docker("logs", "--tail", str(tail), name, check=False)
+            out.append(f"--- {name}\n{got.stdout[-6000:]}{got.stderr[-6000:]}")
+        return "\n".join(out)
+
+
+def overlapping(spans: Sequence[tuple[float, float, str]]) -> list[tuple[str, str]]:
+    """Pairs of spans that overlap in time."""
+    ordered = sorted(spans)
+    return [(a[2], b[2]) for i, a in enumerate(ordered) for b in ordered[i + 1 :] if b[0] < a[1]]

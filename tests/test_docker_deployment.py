@@ -1,0 +1,182 @@
+"""orchestration/deployments/docker/ brought up for real, and a small suite materialized through it.
+
+The images are built without Docker Hub (orchestration/deployments/docker/build.sh, cached by
+content hash), Postgres is Debian's in an image of our own, and the compose stack runs the
+code server, the webserver and the daemon. Runs are launched through the webserver's GraphQL
+API, as the UI's Materialize does; the daemon's DockerRunLauncher starts each in a container
+of its own, and each run starts its attempts as containers of the docker sandbox backend on
+the same engine. A subset of the demo suite goes end to end: one task prepared, one setting's
+attempts (baseline-constant, 240 s, five successes), then the raw load, every dbt model and
+the snapshot, in a run launched together with a second run that also loads the warehouse: the
+duckdb pool (limit 1, in Postgres) must keep their warehouse steps from overlapping.
+
+Nothing is skipped: `make test` installs docker-compose and builds the images first
+(`make deploy-deps`). Everything the stack made is removed afterwards, also on failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.support.docker_stack import (
+    SNAPSHOT,
+    SRV,
+    WAREHOUSE,
+    DockerStack,
+    Run,
+    build_images,
+    docker,
+    host_problem,
+    overlapping,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+TASK = "bank-customer-churn-ict-u-ai"
+AGENT = "baseline-constant"
+BUDGET = 240
+SETTING = f"{AGENT}|{TASK}|{BUDGET}"
+ATTEMPTS = 5  # the demo suite's successes per setting
+POOLED_STEPS = ("raw_warehouse", "tmlbench_dbt_models", "marts_snapshot")
+RAW = ("raw/runs", "raw/tasks", "raw/agents", "raw/suites")  # one multi-asset: all or none
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[DockerStack]:
+    problem = host_problem()
+    if problem:
+        pytest.fail(f"the Docker deployment test cannot run here: {problem}")
+    timings["build images"] = build_images()
+    stack = DockerStack(port=_free_port())
+    try:
+        timings["stack up"] = stack.up()
+        yield stack
+    finally:
+        stack.down()
+        print("\n".join(f"{k}: {v:.0f} s" for k, v in timings.items()))
+
+
+timings: dict[str, float] = {}
+
+
+def _finished_ok(stack: DockerStack, runs: list[Run]) -> None:
+    for run in runs:
+        if run.status != "SUCCESS":
+            container = run.tags.get("docker/container_id", "")
+            logs = stack.logs([container] if container else [], tail=80)
+            pytest.fail(f"run {run.run_id} ended {run.status}:\n{logs}\n{stack.logs()}")
+
+
+def _timed(stack: DockerStack, label: str, run_ids: list[str]) -> list[Run]:
+    start = time.monotonic()
+    runs = stack.wait(run_ids)
+    timings[label] = time.monotonic() - start
+    _finished_ok(stack, runs)
+    return runs
+
+
+def _assert_run_container(stack: DockerStack, run: Run) -> None:
+    """The run had a container of its own, from the user-code image, hardened, not privileged."""
+    container = run.tags.get("docker/container_id")
+    assert container, f"run {run.run_id} has no container: not launched by the DockerRunLauncher"
+    info = stack.inspect(container)
+    assert info["Config"]["Labels"]["dagster/run_id"] == run.run_id
+    assert info["Config"]["Image"].startswith("tmlbench-user-code")
+    host = info["HostConfig"]
+    assert host["Privileged"] is False
+    assert host["CapDrop"] == ["ALL"]
+    assert set(host["CapAdd"] or []) <= {"CHOWN", "DAC_OVERRIDE", "FOWNER"}
+    assert "no-new-privileges=true" in host["SecurityOpt"]
+    assert not any("unconfined" in opt for opt in host["SecurityOpt"])
+    assert host["Memory"] > 0 and host["PidsLimit"] > 0 and host["NanoCpus"] > 0
+    for name in ("data", "runs", "warehouse"):
+        folder = str(SRV / name)
+        assert f"{folder}:{folder}" in host["Binds"], "host folders at the same paths"
+
+
+def _records() -> list[dict]:
+    pattern = f"{AGENT}__{TASK}__{BUDGET}s__*/record.json"
+    return [json.loads(p.read_text()) for p in sorted((SRV / "runs" / "demo").glob(pattern))]
+
+
+def test_a_suite_end_to_end_through_the_docker_run_launcher(stack: DockerStack) -> None:
+    # 1. prepare the task (one task partition).
+    (prepare,) = _timed(
+        stack, "prepare run", [stack.launch(["prepared_tasks"], {"dagster/partition": TASK})]
+    )
+    assert (SRV / "data" / "demo" / "tasks" / TASK / "public" / "train.csv").is_file()
+
+    # 2. the setting's attempts, in docker sandboxes started from the run container.
+    launched = time.time()
+    (attempts,) = _timed(
+        stack, "attempts run", [stack.launch(["agent_runs"], {"dagster/partition": SETTING})]
+    )
+    records = _records()
+    assert len(records) == ATTEMPTS, [r["run_id"] for r in records]
+    for record in records:
+        assert record["status"] == "success", record.get("error_message")
+        assert record["sandbox_backend"] == "docker" and record["sandbox_isolated"]
+        notes = "\n".join(record["sandbox_notes"])
+        assert "harness in a container" in notes, notes
+        assert "copied to /srv/tmlbench/runs/.sandbox/" in notes, notes
+    first = min(dt.datetime.fromisoformat(r["created_at"]) for r in records)
+    timings["launch -> first attempt"] = first.timestamp() - launched
+    # Nothing left behind: no attempt container, no staged copy, no socket folder.
+    leftover = docker("ps", "-a", "-q", "--filter", "label=tmlbench.attempt").stdout.split()
+    assert not leftover, "attempt containers left behind"
+    assert not list((SRV / "runs" / ".sandbox").iterdir())
+
+    # 3. the warehouse, twice at once: everything after the attempts, and a second raw load.
+    # The duckdb pool (limit 1, its slots in Postgres) makes their warehouse steps take turns:
+    # the daemon holds a run in the queue while the pool of its first step is full
+    # (op_granularity_run_buffer 0), and a step of a running run waits for the slot.
+    both = [stack.launch(stack.warehouse_assets()), stack.launch(list(RAW))]
+    full, load = _timed(stack, "warehouse runs (two at once)", both)
+    spans = stack.step_spans(full.run_id, POOLED_STEPS) + stack.step_spans(
+        load.run_id, POOLED_STEPS
+    )
+    assert len(spans) == len(POOLED_STEPS) + 1, spans
+    assert not overlapping(spans), f"warehouse steps overlapped: {overlapping(spans)}"
+    assert full.start and load.start and full.end and load.end
+    timings["the two warehouse runs ran at the same time for"] = max(
+        0.0, min(full.end, load.end) - max(full.start, load.start)
+    )
+
+    runs = (prepare, attempts, full, load)
+    for run in runs:
+        _assert_run_container(stack, run)
+    assert len({r.tags["docker/container_id"] for r in runs}) == len(runs), "a container per run"
+
+    # 4. what landed: rows in raw.runs, the marts, the published snapshot.
+    with duckdb.connect(str(WAREHOUSE), read_only=True) as con:
+        rows = con.execute(
+            "select count(*), count(distinct sandbox_backend), min(sandbox_backend) from raw.runs"
+            " where agent_id = ? and task_id = ? and budget_seconds = ?",
+            [AGENT, TASK, BUDGET],
+        ).fetchone()
+        assert rows == (ATTEMPTS, 1, "docker")
+        scores = con.execute(
+            "select n_counted from marts.setting_scores"
+            " where agent_id = ? and task_id = ? and budget_seconds = ?",
+            [AGENT, TASK, BUDGET],
+        ).fetchall()
+        assert scores == [(ATTEMPTS,)]
+    assert SNAPSHOT.is_file()
+    with duckdb.connect(str(SNAPSHOT), read_only=True) as con:
+        assert con.execute("select count(*) from marts.setting_scores").fetchone() == (1,)
+        assert con.execute("select count(*) from marts.coverage").fetchone()[0] >= 1
+    assert Path(SNAPSHOT).stat().st_size > 0
