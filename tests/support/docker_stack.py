@@ -1,9 +1,9 @@
 """The Docker deployment (orchestration/deployments/docker/) brought up on this host, and driven.
 
-Used by tests/test_docker_deployment.py and benchmarks/docker_deployment.py: build the images
-(cached), start the compose stack (Postgres, code server, webserver, daemon), launch runs
-through the webserver's GraphQL API as the UI does, wait for them, read their events, and
-take everything down again: containers (the stack's and every run container its daemon
+Used by tests/orchestration/test_docker_deployment.py and benchmarks/docker_deployment.py:
+build the images (cached), start the compose stack (Postgres, code server, webserver,
+daemon), launch runs through the webserver's GraphQL API as the UI does, wait for them, read
+their events, and take everything down again: containers (the stack's and every run container its daemon
 started), the network, the volumes, and the host folders under /srv/tmlbench.
 
 The host folders are fixed (/srv/tmlbench/{data,runs,warehouse}: run containers bind them at
