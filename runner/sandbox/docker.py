@@ -195,8 +195,9 @@ class _Staging:
             shutil.copytree(folder, target, symlinks=True)
             for path in [target, *target.rglob("*")]:  # readable by the sandbox user
                 if not path.is_symlink():
-                    mode = stat.S_IMODE(path.stat().st_mode) & 0o755
-                    path.chmod(mode | (0o755 if path.is_dir() else 0o644))
+                    mode = stat.S_IMODE(path.stat().st_mode) & 0o755 | 0o644
+                    runnable = path.is_dir() or mode & 0o100
+                    path.chmod(mode | 0o111 if runnable else mode)
             self.copies[folder] = target
             self.notes.append(f"read-only folder {folder} copied to {target} for the engine")
         return self.copies[folder]
