@@ -199,7 +199,7 @@ class DagsterApi:
         cursor = None
         while True:
             data = self.gql(
-                """query($id: ID!, $after: Cursor) { logsForRun(runId: $id, afterCursor: $after)
+                """query($id: ID!, $after: String) { logsForRun(runId: $id, afterCursor: $after)
                 { __typename ... on EventConnection { cursor hasMore events {
                   __typename ... on MessageEvent { message timestamp stepKey } } } } }""",
                 {"id": run_id, "after": cursor},
