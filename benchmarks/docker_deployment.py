@@ -10,7 +10,8 @@ launched through the webserver's GraphQL API, as the UI's Materialize does; meas
 launch to the first attempt's start (its record's created_at), with the run's own milestones
 (dequeued and started, the step started). Both sides run attempts on the docker sandbox
 backend from the same image, so the difference is the launcher: a run container (Docker) vs.
-a subprocess (`dagster dev`, SQLite instance, this checkout).
+a subprocess (`dagster dev`, SQLite instance, this checkout). Both are up at once and the
+launches alternate, one run at a time, so both sides see the same load.
 
 Backfill: 4 settings (baseline-constant at 240/600/1200 s and baseline-linear at 240 s, five
 successes each) launched as 4 runs at once, the stack's max_concurrent_runs 1 vs. 2; from the
@@ -24,9 +25,11 @@ work on a shared machine moves every number here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -34,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -85,40 +88,25 @@ def prepare(api: DagsterApi) -> None:
     assert run.status == "SUCCESS", run
 
 
-def latencies(api: DagsterApi, runs_dir: Path, repeat: int) -> list[dict[str, float]]:
-    """Launch → milestones of ``repeat`` agent runs, one setting each, one after the other."""
-    rows = []
-    for setting in (LATENCY_SETTINGS * repeat)[:repeat]:
-        launched = time.time()
-        run_id = api.launch(["agent_runs"], {"dagster/partition": setting})
-        (run,) = api.wait([run_id])
-        assert run.status == "SUCCESS", run
-        attempt = first_attempt(runs_dir, setting)
-        step = step_start(api, run_id, "agent_runs")
-        assert attempt is not None and step is not None and run.start is not None
-        rows.append(
-            {
-                "run started": run.start - launched,
-                "step started": step - launched,
-                "first attempt": attempt - launched,
-            }
-        )
-        print(f"  {setting}: " + ", ".join(f"{k} +{v:.1f} s" for k, v in rows[-1].items()))
-    return rows
+def latency(api: DagsterApi, runs_dir: Path, setting: str) -> dict[str, float]:
+    """Launch → milestones of one agent run of ``setting`` (no attempt of it recorded yet)."""
+    launched = time.time()
+    run_id = api.launch(["agent_runs"], {"dagster/partition": setting})
+    (run,) = api.wait([run_id])
+    assert run.status == "SUCCESS", run
+    attempt = first_attempt(runs_dir, setting)
+    step = step_start(api, run_id, "agent_runs")
+    assert attempt is not None and step is not None and run.start is not None
+    return {
+        "run started": run.start - launched,
+        "step started": step - launched,
+        "first attempt": attempt - launched,
+    }
 
 
-def docker_latency(repeat: int) -> list[dict[str, float]]:
-    stack = DockerStack(port=free_port())
-    try:
-        print(f"docker stack up in {stack.up():.0f} s")
-        prepare(stack)
-        return latencies(stack, SRV / "runs" / "demo", repeat)
-    finally:
-        stack.down()
-
-
-def dagster_dev_latency(repeat: int) -> list[dict[str, float]]:
-    """The same launches against `dagster dev` on this checkout (SQLite, runs as subprocesses)."""
+@contextlib.contextmanager
+def dagster_dev() -> Iterator[tuple[DagsterApi, Path]]:
+    """`dagster dev` on this checkout (SQLite instance, runs as subprocesses), its runs folder."""
     root = Path(tempfile.mkdtemp(prefix="tmlbench-bench-dev-"))
     home = root / "dagster"
     home.mkdir()
@@ -131,27 +119,51 @@ def dagster_dev_latency(repeat: int) -> list[dict[str, float]]:
         "TMLBENCH_WAREHOUSE": str(root / "warehouse.duckdb"),
         "TMLBENCH_SANDBOX_BACKEND": "docker",
     }
-    api = DagsterApi(port=free_port())
+    api = DagsterApi(port=free_port(), location="orchestration.definitions")
     dagster = Path(sys.executable).parent / "dagster"
     command = [str(dagster), "dev", "-m", "orchestration.definitions"]
     command += ["-h", "127.0.0.1", "-p", str(api.port)]
-    log = open(root / "dagster-dev.log", "wb")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(
-        command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, start_new_session=True
-    )
-    try:
-        wait_until(api.location_loaded, 600, "dagster dev did not load the definitions")
-        prepare(api)
-        return latencies(api, root / "runs" / "demo", repeat)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+    with open(root / "dagster-dev.log", "wb") as log:
+        proc = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+        )
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-        subprocess.run(["rm", "-rf", str(root)], check=False)
+            wait_until(api.location_loaded, 600, "dagster dev did not load the definitions")
+            yield api, root / "runs" / "demo"
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def docker_stack() -> Iterator[tuple[DagsterApi, Path]]:
+    stack = DockerStack(port=free_port())
+    try:
+        print(f"docker stack up in {stack.up():.0f} s")
+        yield stack, SRV / "runs" / "demo"
+    finally:
+        stack.down()
+
+
+def compare_latency(repeat: int) -> dict[str, list[dict[str, float]]]:
+    """Both sides up at once, launches alternating (one run at a time), so both see the same
+    load; a different setting each time, so every run has attempts to make."""
+    rows: dict[str, list[dict[str, float]]] = {"dagster dev": [], "docker": []}
+    with dagster_dev() as dev, docker_stack() as dock:
+        sides = {"dagster dev": dev, "docker": dock}
+        for api, _ in sides.values():
+            prepare(api)
+        for setting in (LATENCY_SETTINGS * repeat)[:repeat]:
+            for name, (api, runs_dir) in sides.items():
+                rows[name].append(latency(api, runs_dir, setting))
+                shown = ", ".join(f"{k} +{v:.1f} s" for k, v in rows[name][-1].items())
+                print(f"  {name:11} {setting}: {shown}", flush=True)
+    return rows
 
 
 def wait_until(ready: Callable[[], bool], timeout: float, message: str) -> None:
@@ -198,6 +210,8 @@ def main() -> int:
     parser.add_argument("--only", choices=("latency", "backfill"))
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    # A TERM ends the script through its finally blocks: the stack and `dagster dev` go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     problem = host_problem()
     if problem:
         print(f"cannot run here: {problem}")
@@ -207,9 +221,9 @@ def main() -> int:
     print(f"images built/checked in {build_images():.0f} s")
     results: dict[str, object] = {}
     if args.only in (None, "latency"):
-        dev = dagster_dev_latency(args.repeat)
-        dock = docker_latency(args.repeat)
-        for name, rows in (("dagster dev", dev), ("docker", dock)):
+        measured = compare_latency(args.repeat)
+        dev, dock = measured["dagster dev"], measured["docker"]
+        for name, rows in measured.items():
             firsts = [r["first attempt"] for r in rows]
             results[name] = {
                 "first attempt median s": statistics.median(firsts),

@@ -98,6 +98,7 @@ class DagsterApi:
     """A Dagster webserver's GraphQL API on a loopback port: launch runs as the UI does, follow them."""
 
     port: int = 3000
+    location: str = LOCATION  # `dagster dev -m orchestration.definitions` names it by the module
 
     @property
     def url(self) -> str:
@@ -121,7 +122,7 @@ class DagsterApi:
         )
         entries = data["workspaceOrError"]["locationEntries"]
         return any(
-            e["name"] == LOCATION
+            e["name"] == self.location
             and e["loadStatus"] == "LOADED"
             and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
             for e in entries
@@ -148,7 +149,7 @@ class DagsterApi:
         """``launchRun`` of the asset job over ``assets`` (what the UI's Materialize does)."""
         params = {
             "selector": {
-                "repositoryLocationName": LOCATION,
+                "repositoryLocationName": self.location,
                 "repositoryName": "__repository__",
                 "jobName": "__ASSET_JOB",
                 "assetSelection": [{"path": a.split("/")} for a in assets],
