@@ -160,6 +160,7 @@ bench: install
 	$(RUN) python benchmarks/seccomp_overhead.py
 	$(RUN) python benchmarks/fingerprint.py
 	$(RUN) python benchmarks/duplicate_submissions.py
+	$(RUN) python benchmarks/docker_deployment.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache

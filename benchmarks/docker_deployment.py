@@ -47,17 +47,29 @@ from machine import describe_machine
 
 from runner.config import REPO_ROOT
 from tests.support.docker_stack import (
+    AUTOMATION_SENSOR,
     DOCKER_DIR,
     SRV,
     DagsterApi,
     DockerStack,
     build_images,
     host_problem,
+    setting_tags,
+    suite_asset,
+    task_tags,
 )
 
 TASK = "bank-customer-churn-ict-u-ai"
-LATENCY_SETTINGS = [f"baseline-constant|{TASK}|{b}" for b in (240, 600, 1200)]
-BACKFILL_SETTINGS = [*LATENCY_SETTINGS, f"baseline-linear|{TASK}|240"]
+# Each latency launch needs a setting with no attempt recorded yet: up to 9 launches per side.
+LATENCY_SETTINGS = [
+    (agent, TASK, budget)
+    for agent in ("baseline-constant", "baseline-linear", "baseline-gbm")
+    for budget in (240, 600, 1200)
+]
+BACKFILL_SETTINGS = [*LATENCY_SETTINGS[:3], ("baseline-linear", TASK, 240)]
+AGENT_RUNS = suite_asset("agent_runs")
+AGENT_RUNS_STEP = "demo__agent_runs"
+Setting = tuple[str, str, int]
 
 
 def free_port() -> int:
@@ -66,9 +78,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def first_attempt(runs_dir: Path, setting: str) -> float | None:
+def first_attempt(runs_dir: Path, setting: Setting) -> float | None:
     """Start (epoch seconds) of the setting's first attempt, from its records' created_at."""
-    agent, task, budget = setting.split("|")
+    agent, task, budget = setting
     starts = [
         dt.datetime.fromisoformat(json.loads(p.read_text())["created_at"]).timestamp()
         for p in runs_dir.glob(f"{agent}__{task}__{budget}s__*/record.json")
@@ -84,18 +96,23 @@ def step_start(api: DagsterApi, run_id: str, step: str) -> float | None:
 
 
 def prepare(api: DagsterApi) -> None:
-    (run,) = api.wait([api.launch(["prepared_tasks"], {"dagster/partition": TASK})])
+    """The demo suite's partitions (the sensor's first tick), no automatic warehouse runs, the
+    task prepared."""
+    api.stop_sensor(AUTOMATION_SENSOR)
+    keys = [setting_tags(*s)["dagster/partition"] for s in LATENCY_SETTINGS]
+    api.wait_for_partitions(AGENT_RUNS, keys)
+    (run,) = api.wait([api.launch([suite_asset("prepared_tasks")], task_tags(TASK))])
     assert run.status == "SUCCESS", run
 
 
-def latency(api: DagsterApi, runs_dir: Path, setting: str) -> dict[str, float]:
+def latency(api: DagsterApi, runs_dir: Path, setting: Setting) -> dict[str, float]:
     """Launch → milestones of one agent run of ``setting`` (no attempt of it recorded yet)."""
     launched = time.time()
-    run_id = api.launch(["agent_runs"], {"dagster/partition": setting})
+    run_id = api.launch([AGENT_RUNS], setting_tags(*setting))
     (run,) = api.wait([run_id])
     assert run.status == "SUCCESS", run
     attempt = first_attempt(runs_dir, setting)
-    step = step_start(api, run_id, "agent_runs")
+    step = step_start(api, run_id, AGENT_RUNS_STEP)
     assert attempt is not None and step is not None and run.start is not None
     return {
         "run started": run.start - launched,
@@ -158,11 +175,11 @@ def compare_latency(repeat: int) -> dict[str, list[dict[str, float]]]:
         sides = {"dagster dev": dev, "docker": dock}
         for api, _ in sides.values():
             prepare(api)
-        for setting in (LATENCY_SETTINGS * repeat)[:repeat]:
+        for setting in LATENCY_SETTINGS[:repeat]:
             for name, (api, runs_dir) in sides.items():
                 rows[name].append(latency(api, runs_dir, setting))
                 shown = ", ".join(f"{k} +{v:.1f} s" for k, v in rows[name][-1].items())
-                print(f"  {name:11} {setting}: {shown}", flush=True)
+                print(f"  {name:11} {'|'.join(map(str, setting))}: {shown}", flush=True)
     return rows
 
 
@@ -192,14 +209,15 @@ def backfill(run_containers: int) -> float:
         print(f"docker stack up ({run_containers} run container(s) at once) in {stack.up():.0f} s")
         prepare(stack)
         start = time.time()
-        run_ids = [
-            stack.launch(["agent_runs"], {"dagster/partition": s}) for s in BACKFILL_SETTINGS
-        ]
+        run_ids = [stack.launch([AGENT_RUNS], setting_tags(*s)) for s in BACKFILL_SETTINGS]
         runs = stack.wait(run_ids, timeout=3600)
         assert all(r.status == "SUCCESS" for r in runs), runs
         wall = max(r.end or 0 for r in runs) - start
         print(f"  4 settings, {run_containers} run container(s) at once: {wall:.0f} s")
         return wall
+    except Exception:
+        print(stack.logs(tail=60))
+        raise
     finally:
         stack.down()
         instance.unlink(missing_ok=True)
@@ -208,7 +226,9 @@ def backfill(run_containers: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("latency", "backfill"))
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--repeat", type=int, default=3, choices=range(1, len(LATENCY_SETTINGS) + 1)
+    )
     args = parser.parse_args()
     # A TERM ends the script through its finally blocks: the stack and `dagster dev` go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -14,6 +14,7 @@ not create itself.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestration.partitions import settings_partition_key
 from runner.config import REPO_ROOT
 
 DOCKER_DIR = REPO_ROOT / "orchestration" / "deployments" / "docker"
@@ -41,9 +43,14 @@ SERVICES = ("tmlbench_postgres", "tmlbench_user_code", "tmlbench_webserver", "tm
 NETWORK = "tmlbench_dagster"
 VOLUMES = ("tmlbench_postgres", "tmlbench_dagster_home")
 LOCATION = "tmlbench"
+SUITE = "demo"  # suites/demo.yaml: its assets are demo/prepared_tasks and demo/agent_runs
+AUTOMATION_SENSOR = "rebuild_warehouse_on_new_runs"
 WAREHOUSE = SRV / "warehouse" / "tmlbench.duckdb"
 SNAPSHOT = SRV / "warehouse" / "tmlbench.snapshot.duckdb"
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+# Held from up() to the end of down(): a second test or benchmark on this host (another clone,
+# another engineer) fails at once instead of taking over or tearing down this one's stack.
+LOCK = Path("/run/tmlbench-docker-stack.lock")
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
@@ -71,7 +78,11 @@ def host_problem() -> str | None:
         return "no docker-compose: make deploy-deps (Debian's docker-compose)"
     running = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
     if busy := sorted(set(running) & set(SERVICES)):
-        return f"a tmlbench stack already exists on this host ({', '.join(busy)}); not touching it"
+        return (
+            f"a tmlbench stack already exists on this host ({', '.join(busy)}); not touching it"
+            " (one a killed test left: DockerStack().down(leftover=True) in"
+            " tests/support/docker_stack.py)"
+        )
     if SRV.exists() and any(SRV.iterdir()) and not MARKER.exists():
         return f"{SRV} holds data this test did not make; not touching it"
     return None
@@ -104,13 +115,27 @@ class DagsterApi:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/graphql"
 
-    def gql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    def gql(
+        self, query: str, variables: dict[str, Any] | None = None, patience: float = 120
+    ) -> dict[str, Any]:
+        """One GraphQL request; a webserver that does not answer is asked again for
+        ``patience`` seconds (a restart, or a machine too busy to accept at once)."""
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
         request = urllib.request.Request(
             self.url, data=body, headers={"Content-Type": "application/json"}
         )
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            answer = json.load(reply)
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                with urllib.request.urlopen(request, timeout=60) as reply:
+                    answer = json.load(reply)
+                break
+            except urllib.error.HTTPError:
+                raise  # it answered: a bad query is not a reason to wait
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(3)
         if answer.get("errors"):
             raise RuntimeError(f"GraphQL errors: {answer['errors']}")
         return dict(answer["data"])
@@ -128,6 +153,45 @@ class DagsterApi:
             for e in entries
         )
 
+    def partition_keys(self, asset: str) -> list[str]:
+        data = self.gql(
+            "query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key)"
+            " { ... on AssetNode { partitionKeys } } }",
+            {"key": {"path": asset.split("/")}},
+        )
+        return list(data["assetNodeOrError"].get("partitionKeys") or [])
+
+    def wait_for_partitions(self, asset: str, keys: Iterable[str], timeout: float = 300) -> None:
+        """Until ``asset`` has the partitions ``keys``: the daemon's sync_suite_partitions sensor
+        adds a suite's partitions from its file (its first tick, up to 30 s after the start)."""
+        wanted = set(keys)
+        deadline = time.monotonic() + timeout
+        while not wanted <= set(self.partition_keys(asset)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{asset} has no partitions {sorted(wanted)} after {timeout} s")
+            time.sleep(3)
+
+    def stop_sensor(self, name: str) -> None:
+        """Stop a sensor the definitions start by default (the warehouse's automation: the
+        callers launch their warehouse runs themselves, and count every run)."""
+        selector = {
+            "repositoryLocationName": self.location,
+            "repositoryName": "__repository__",
+            "sensorName": name,
+        }
+        sensor = self.gql(
+            "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s)"
+            " { __typename ... on Sensor { id } } }",
+            {"s": selector},
+        )["sensorOrError"]
+        if sensor["__typename"] != "Sensor":
+            raise RuntimeError(f"no sensor {name}: {sensor}")
+        stopped = self.gql(
+            "mutation($id: String) { stopSensor(id: $id) { __typename } }", {"id": sensor["id"]}
+        )["stopSensor"]
+        if stopped["__typename"] != "StopSensorMutationResult":
+            raise RuntimeError(f"stopping {name} failed: {stopped}")
+
     def executable_assets(self) -> list[dict[str, Any]]:
         data = self.gql("{ assetNodes { assetKey { path } groupName isExecutable } }")
         return [n for n in data["assetNodes"] if n["isExecutable"]]
@@ -137,7 +201,7 @@ class DagsterApi:
         return [
             "/".join(n["assetKey"]["path"])
             for n in self.executable_assets()
-            if n["groupName"] != "benchmark"
+            if not n["groupName"].startswith("suite_")
         ]
 
     def launch(
@@ -240,6 +304,7 @@ class DockerStack(DagsterApi):
     instance_yaml: Path | None = None  # instead of docker/dagster.yaml (benchmark settings)
     password: str = field(default_factory=lambda: secrets.token_hex(16))
     _override: Path | None = None
+    _lock: int | None = None
 
     def env(self) -> dict[str, str]:
         gid = os.stat("/var/run/docker.sock").st_gid
@@ -270,6 +335,11 @@ class DockerStack(DagsterApi):
     def up(self, timeout: float = 600) -> float:
         """Make the host folders, start the stack, wait until the code location is loaded."""
         start = time.monotonic()
+        self._take_lock()
+        problem = host_problem()  # again, now that no one else can start a stack
+        if problem:
+            self._release_lock()
+            raise RuntimeError(f"not bringing the stack up: {problem}")
         SRV.mkdir(parents=True, exist_ok=True)
         MARKER.touch()
         for name in FOLDERS:
@@ -292,8 +362,36 @@ class DockerStack(DagsterApi):
             time.sleep(2)
         raise TimeoutError(f"the code location did not load in {timeout:.0f} s:\n{self.logs()}")
 
-    def down(self) -> None:
-        """Remove everything the stack made, whatever state it is in."""
+    def _take_lock(self) -> None:
+        fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(
+                f"another Docker deployment test or benchmark holds {LOCK} on this host"
+            ) from None
+        self._lock = fd
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def down(self, leftover: bool = False) -> None:
+        """Remove everything the stack made, whatever state it is in: only a stack this object
+        brought up (it holds the lock), or with ``leftover`` one that a killed test or benchmark
+        left behind (the lock is free then; the engine's restart policy brings it back up)."""
+        if leftover and self._lock is None:
+            self._take_lock()
+        if self._lock is None:
+            return
+        try:
+            self._remove_everything()
+        finally:
+            self._release_lock()
+
+    def _remove_everything(self) -> None:
         # No new run containers (run retries, the queue) while the old ones are removed.
         self.compose("stop", "--timeout", "10", "tmlbench_daemon")
         self.remove_run_containers()
@@ -339,6 +437,25 @@ class DockerStack(DagsterApi):
             got = docker("logs", "--tail", str(tail), name, check=False)
             out.append(f"--- {name}\n{got.stdout[-6000:]}{got.stderr[-6000:]}")
         return "\n".join(out)
+
+
+def suite_asset(name: str) -> str:
+    """``prepared_tasks`` → ``demo/prepared_tasks``: the demo suite's asset of that name."""
+    return f"{SUITE}/{name}"
+
+
+def task_tags(task_id: str) -> dict[str, str]:
+    """Tags of a ``prepared_tasks`` run of one task (its partition)."""
+    return {"dagster/partition": task_id}
+
+
+def setting_tags(agent_id: str, task_id: str, budget_seconds: int) -> dict[str, str]:
+    """Tags of an ``agent_runs`` run of one setting: its task × agent@budget partition, as the
+    UI's Materialize sets them (the key and one tag per dimension)."""
+    key = settings_partition_key(agent_id, task_id, budget_seconds)
+    tags = {"dagster/partition": str(key)}
+    tags |= {f"dagster/partition/{dim}": part for dim, part in key.keys_by_dimension.items()}
+    return tags
 
 
 def overlapping(spans: Sequence[tuple[float, float, str]]) -> list[tuple[str, str]]:
