@@ -140,8 +140,8 @@ def test_docker_run_launcher_config() -> None:
     assert launcher.networks == ["tmlbench_dagster"]
 
 
-def test_k8s_run_launcher_renders_a_job() -> None:
-    """The Job the K8sRunLauncher would submit, built by dagster_k8s from our config."""
+def render_k8s_job() -> Any:
+    """The Job the K8sRunLauncher would submit, built by dagster_k8s from k8s/dagster.yaml."""
     from dagster_k8s import K8sRunLauncher
     from dagster_k8s.container_context import K8sContainerContext
     from dagster_k8s.job import (
@@ -181,6 +181,12 @@ def test_k8s_run_launcher_renders_a_job() -> None:
         user_defined_k8s_config=context.run_k8s_config,
         component="run_worker",
     )
+    return job
+
+
+def test_k8s_run_launcher_renders_a_job() -> None:
+    """The Job the K8sRunLauncher would submit, built by dagster_k8s from our config."""
+    job = render_k8s_job()
     pod = job.spec.template.spec
     container = pod.containers[0]
     sc = container.security_context
@@ -199,6 +205,29 @@ def test_k8s_run_launcher_renders_a_job() -> None:
     }
     assert {e.name for e in container.env} >= set(SANDBOX_ENV)
     assert job.spec.backoff_limit == 0
+
+
+def test_k8s_job_has_the_folders_of_the_docker_run_containers() -> None:
+    """The rendered Job's folders (mount paths and the variables naming them) and its image are
+    those of the Docker run containers, which tests/orchestration/test_docker_deployment.py runs;
+    only the sandbox backend (bwrap: no engine in a pod) differs."""
+    from dagster_docker import DockerRunLauncher
+
+    docker = launcher_config(instance_config(DOCKER), DockerRunLauncher)
+    docker_env = dict(e.split("=", 1) for e in docker["env_vars"] if "=" in e)
+    docker_binds = {
+        v.split(":")[1] for v in docker["container_kwargs"]["volumes"] if v.startswith("/srv/")
+    }
+    container = render_k8s_job().spec.template.spec.containers[0]
+    k8s_env = {e.name: e.value for e in container.env}
+    for name in SANDBOX_ENV:
+        assert k8s_env[name] == docker_env[name], name
+    assert {m.mount_path for m in container.volume_mounts} == docker_binds
+    assert docker_env["TMLBENCH_SANDBOX_BACKEND"] == "docker"
+    assert k8s_env["TMLBENCH_SANDBOX_BACKEND"] == "bwrap"
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    assert deployment["image"]["repository"] == "tmlbench-user-code"  # what docker/build.sh tags
 
 
 def test_helm_values_match_instance() -> None:
