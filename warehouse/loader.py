@@ -210,14 +210,16 @@ def _index_lookup(
     )
     con.register("_tmlbench_scanned", files)
     try:
+        # One pass of left joins (an index row counts only while its run is loaded with its
+        # hash): a load of one setting's folders joins a handful of rows, not the whole index.
         found = con.execute(
-            "with indexed as (\n"
-            "    select f.* from raw.record_files f semi join raw.runs r\n"
-            "    on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
-            ")\n"
-            "select s.i, f.record_sha256, f.run_id\n"
-            "from _tmlbench_scanned s left join indexed f using (path)\n"
-            f"where not coalesce({same}, false) order by s.path"
+            "select s.i,\n"
+            "    if(r.run_id is null, null, f.record_sha256) as record_sha256,\n"
+            "    if(r.run_id is null, null, f.run_id) as run_id\n"
+            "from _tmlbench_scanned s\n"
+            "left join raw.record_files f using (path)\n"
+            "left join raw.runs r on r.run_id = f.run_id and r.record_sha256 = f.record_sha256\n"
+            f"where not (r.run_id is not null and coalesce({same}, false)) order by s.path"
         ).fetch_arrow_table()
     finally:
         con.unregister("_tmlbench_scanned")
