@@ -19,9 +19,10 @@ Speed: a load grows with what is new, not with what exists.
   reads and hashes every file (no parse for the unchanged): a change that kept size, mtime,
   ctime and inode (only possible by writing the disk under the filesystem or resetting the
   clock) is seen then.
-* New files are parsed in bulk by DuckDB (warehouse/bulk_records.py: both cores, no Python
-  object per record); only those its strict checks do not accept go through pydantic one by one,
-  so a rejection reads exactly as it always did.
+* New files are parsed in bulk by pyarrow's JSON reader and checked in Arrow compute
+  (warehouse/bulk_records.py: both cores, no Python object per record); only those its strict
+  checks do not accept go through pydantic one by one, so a rejection reads exactly as it
+  always did.
 * ``prefixes`` limits a load to the run folders whose paths below ``runs_dir`` start with them
   (``<suite's runs_subdir>/<run id prefix>``: the settings a Dagster materialization just ran).
 """
