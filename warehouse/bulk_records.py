@@ -11,9 +11,9 @@ a trailing comma: the batch fails, and is halved until the culprit stands alone)
 refuse the rest of what pydantic refuses (a missing field, an unknown status, a value out of its
 column's range) and some of what it would accept in another spelling (an int written as ``1.0``,
 a time without an offset, a map of refused hosts that is not empty). A record the fast path
-accepts is one pydantic accepts with the same values (tests/test_warehouse_bulk.py compares them
-on thousands of odd documents); every other file goes through pydantic, which accepts it or
-rejects it with the message it always gave. So the fast path can be strict without ever
+accepts is one pydantic accepts with the same values (tests/warehouse/test_bulk_records.py
+compares them on thousands of odd documents); every other file goes through pydantic, which
+accepts it or rejects it with the message it always gave. So the fast path can be strict without ever
 changing a verdict: it only decides who is quick.
 
 Measured on this project's 2 cores: DuckDB's JSON functions (``from_json`` and friends) cost 2-3

@@ -21,9 +21,10 @@ Speed: a load grows with what is new, not with what exists.
   reads and hashes every file (no parse for the unchanged): a change that kept size, mtime,
   ctime and inode (only possible by writing the disk under the filesystem or resetting the
   clock) is seen then.
-* New files are parsed in bulk by DuckDB (warehouse/bulk_records.py: both cores, no Python
-  object per record); only those its strict checks do not accept go through pydantic one by one,
-  so a rejection reads exactly as it always did.
+* New files are parsed in bulk by pyarrow's JSON reader and checked in Arrow compute
+  (warehouse/bulk_records.py: both cores, no Python object per record); only those its strict
+  checks do not accept go through pydantic one by one, so a rejection reads exactly as it
+  always did.
 * ``prefixes`` limits a load to the run folders whose paths below ``runs_dir`` start with them
   (``<suite's runs_subdir>/<run id prefix>``: the settings a Dagster materialization just ran).
 """
@@ -214,14 +215,16 @@ def _index_lookup(
     )
     con.register("_tmlbench_scanned", files)
     try:
+        # One pass of left joins (an index row counts only while its run is loaded with its
+        # hash): a load of one setting's folders joins a handful of rows, not the whole index.
         found = con.execute(
-            "with indexed as (\n"
-            "    select f.* from raw.record_files f semi join raw.runs r\n"
-            "    on r.source_path = f.path and r.record_sha256 = f.record_sha256\n"
-            ")\n"
-            "select s.i, f.record_sha256, f.run_id\n"
-            "from _tmlbench_scanned s left join indexed f using (path)\n"
-            f"where not coalesce({same}, false) order by s.path"
+            "select s.i,\n"
+            "    if(r.run_id is null, null, f.record_sha256) as record_sha256,\n"
+            "    if(r.run_id is null, null, f.run_id) as run_id\n"
+            "from _tmlbench_scanned s\n"
+            "left join raw.record_files f using (path)\n"
+            "left join raw.runs r on r.source_path = f.path and r.record_sha256 = f.record_sha256\n"
+            f"where not (r.run_id is not null and coalesce({same}, false)) order by s.path"
         ).fetch_arrow_table()
     finally:
         con.unregister("_tmlbench_scanned")

@@ -208,16 +208,35 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
         assert all(r.success for r in results)
         return [r.dagster_run.job_name for r in results], progress.phases[-1].note
 
+    def versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
+        """The latest data version of the raw tables and the snapshot's latest storage id."""
+        from orchestration.assets.warehouse import RAW_KEYS, SNAPSHOT
+
+        out: dict[str, str | None] = {}
+        for k in RAW_KEYS:
+            event = instance.get_latest_materialization_event(k)
+            assert event is not None and event.asset_materialization is not None
+            out[k.to_user_string()] = event.asset_materialization.tags["dagster/data_version"]
+        snap = instance.fetch_materializations(SNAPSHOT, limit=1).records
+        out["snapshot"] = str(snap[0].storage_id) if snap else None
+        return out
+
     loaded = ["suite_prepare_tasks", "suite_agent_runs", "suite_warehouse_load"]
     with dg.instance_for_test() as instance:
         assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
         snapshot = tmp_path / "wh.snapshot.duckdb"
         published = snapshot.stat().st_mtime_ns
+        before = versions(instance)
         jobs, note = make_run(instance)  # every attempt recorded: nothing new
         assert jobs == loaded and note == "nothing new: dbt and the snapshot are up to date"
         assert snapshot.stat().st_mtime_ns == published
+        # the raw load ran again and reported the same data versions; no new snapshot
+        assert versions(instance) == before
 
         # a record the marts have not seen (written by hand) is loaded, and the marts rebuilt
         record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2, suite="one")
         assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
         assert snapshot.stat().st_mtime_ns != published
+        after = versions(instance)
+        assert after["raw/runs"] != before["raw/runs"] and after["snapshot"] != before["snapshot"]
+        assert after["raw/tasks"] == before["raw/tasks"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -176,3 +177,59 @@ def test_a_bulk_parse_that_fails_leaves_every_file_to_pydantic(con, tmp_path, mo
     assert (report.new, report.unchanged, report.parsed) == (3, 0, 4)
     [(path, message)] = report.rejected
     assert path == str(bad.resolve()) and "not a valid run record" in message
+
+
+@pytest.mark.parametrize("path", ["bulk", "fallback"])
+def test_a_bad_file_is_rejected_with_the_message_it_always_had(con, tmp_path, monkeypatch, path):
+    """The per-file messages of the loader before the bulk path (pydantic's, and the raw
+    schema's checks), word for word, whether the bulk parser ran (``bulk``: it refuses the bad
+    files and pydantic judges them) or failed on the whole batch (``fallback``)."""
+    from pydantic import ValidationError
+
+    from runner.errors import describe_validation_error
+    from tests.support.run_folders import write, write_raw
+
+    runs = tmp_path / "runs"
+    for minute in range(3):
+        write(runs, make_record(minute=minute))
+    good = make_record(minute=9).model_dump(mode="json")
+    bad = {
+        "bad-json": "{not json",
+        "bad-status": dict(good, run_id="s", status="crashed"),
+        "missing-field": {k: v for k, v in good.items() if k != "agent_id"} | {"run_id": "m"},
+        "extra-field": dict(good, run_id="e", surprise=1),
+        "text-for-int": dict(good, run_id="si", seed="twelve"),
+        "zero-budget": dict(good, run_id="z", budget_seconds=0),
+        "scored-timeout": dict(good, run_id="st", status="timeout", score=0.1),
+        "too-big": dict(good, run_id="big", pids_limit=2**40),
+    }
+    paths = {name: write_raw(runs, name, content).resolve() for name, content in bad.items()}
+
+    def pydantic_message(name: str) -> str:
+        with pytest.raises(ValidationError) as exc:
+            RunRecord.model_validate_json(paths[name].read_bytes())
+        return f"{paths[name]}: not a valid run record: {describe_validation_error(exc.value)}"
+
+    expected = {
+        name: pydantic_message(name)
+        for name in ("bad-json", "bad-status", "missing-field", "extra-field", "text-for-int")
+    }
+    expected |= {
+        "zero-budget": f"{paths['zero-budget']}: budget_seconds: must be > 0, got 0",
+        "scored-timeout": f"{paths['scored-timeout']}: status 'timeout' must not carry a score "
+        "(only success has one)",
+        "too-big": f"{paths['too-big']}: pids_limit: {2**40} does not fit the column's type "
+        "(integer)",
+    }
+    if path == "fallback":
+
+        def broken(*args: Any) -> pa.Table:
+            raise pa.ArrowInvalid("a parser bug")
+
+        monkeypatch.setattr(loader, "bulk_parse", broken)
+    report = loader.load_runs(con, runs)
+    assert (report.new, report.unchanged) == (3, 0)
+    by_name = {Path(p).parent.name: m for p, m in report.rejected}
+    assert by_name == expected
+    # and again on the next load: rejected files are never indexed, so never forgotten
+    assert {Path(p).parent.name: m for p, m in loader.load_runs(con, runs).rejected} == expected

@@ -183,3 +183,82 @@ def test_the_index_is_rolled_back_with_the_runs(con, tmp_path: Path, monkeypatch
     with pytest.raises(RuntimeError):
         load_runs(con, runs)
     assert count(con, "raw.record_files") == 0
+
+
+class ParseSpy:
+    """Counts what a load hands to either parser: documents to the bulk parser, files to pydantic."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bulk: list[bytes] = []
+        self.pydantic: list[bytes] = []
+        real_bulk, real_validate = loader.bulk_parse, loader.RunRecord.model_validate_json
+
+        def bulk(docs, *args):
+            self.bulk += docs
+            return real_bulk(docs, *args)
+
+        def validate(data, *args, **kwargs):
+            self.pydantic.append(data)
+            return real_validate(data, *args, **kwargs)
+
+        monkeypatch.setattr(loader, "bulk_parse", bulk)
+        monkeypatch.setattr(loader.RunRecord, "model_validate_json", validate)
+
+
+def test_an_unchanged_file_is_never_parsed_even_if_it_no_longer_parses(
+    con, tmp_path: Path, monkeypatch
+):
+    """Proof that the index, not a parse, decides: the loaded file is overwritten with garbage
+    and its index row made to match the garbage's stat. A load that parsed it would reject it."""
+    runs = tmp_path / "runs"
+    kept = write(runs, rec(minute=0))
+    load_runs(con, runs)
+    kept.chmod(0o644)
+    kept.write_text("{not json at all")
+    st = kept.stat()
+    con.execute(
+        "update raw.record_files set size = ?, mtime_ns = ?, ctime_ns = ?, inode = ?",
+        [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],
+    )
+    for minute in range(1, 6):  # and a new setting's five records
+        write(runs, rec(agent="b", minute=minute))
+    spy = ParseSpy(monkeypatch)
+    report = load_runs(con, runs)
+    assert (report.new, report.unchanged, report.rejected, report.parsed) == (5, 1, [], 5)
+    assert b"{not json at all" not in spy.bulk + spy.pydantic
+    assert len(spy.bulk) == 5 and spy.pydantic == []  # the new ones, in bulk only
+    # the stat is the whole key: once it differs, the file is read and its garbage reported
+    os.utime(kept, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    [(path, message)] = load_runs(con, runs).rejected
+    assert path == str(kept.resolve()) and "not a valid run record" in message
+
+
+def test_a_reload_with_nothing_new_parses_nothing(con, tmp_path: Path, monkeypatch):
+    runs = tmp_path / "runs"
+    for minute in range(5):
+        write(runs, rec(minute=minute), sub="suite")
+    load_runs(con, runs)
+    spy = ParseSpy(monkeypatch)
+    assert load_runs(con, runs) == LoadReport(new=0, unchanged=5, rejected=[])
+    assert load_runs(con, runs, prefixes=["suite/a__"]).unchanged == 5
+    assert spy.bulk == [] and spy.pydantic == []
+
+
+def test_a_changed_file_is_read_again_and_its_conflict_reported(con, tmp_path: Path):
+    """An ordinary edit (new size and mtime), the case the index must not hide."""
+    runs = tmp_path / "runs"
+    path = write(runs, rec(score=0.5))
+    other = write(runs, rec(minute=1))
+    load_runs(con, runs)
+    path.chmod(0o644)
+    path.write_text(path.read_text().replace('"score": 0.5', '"score": 0.25'))
+    report = load_runs(con, runs)
+    assert (report.new, report.unchanged, report.parsed) == (0, 1, 1)
+    [(rejected, message)] = report.rejected
+    assert rejected == str(path.resolve())
+    assert message == (
+        f"records are immutable; {rejected} differs from the loaded one "
+        f"(loaded from {rejected}, run_id {rec().run_id})"
+    )
+    assert con.execute("select score from raw.runs order by run_id").fetchall() == [(0.5,), (0.5,)]
+    assert str(other.resolve()) != rejected
