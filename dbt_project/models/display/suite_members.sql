@@ -1,10 +1,12 @@
--- Which agents and tasks ran in each suite: on the marts (aggregates over all attempts) the
--- dashboard's suite filter keeps the agents and tasks that ran in the chosen suites.
+-- Which agents and tasks each suite counts runs of (int_setting_runs: the suite a run counts
+-- for). Every mart is keyed by suite, so the dashboard selects a suite's rows with
+-- `where suite_id = ?`; this small table lists a suite's agents and tasks without scanning the
+-- attempts.
 with
 
 runs as (
 
-    select * from {{ ref('stg_raw__runs') }}
+    select * from {{ ref('int_setting_runs') }}
 
 ),
 
@@ -12,7 +14,6 @@ final as (
 
     select distinct suite_id, agent_id, task_id
     from runs
-    where suite_id is not null
 
 )
 
