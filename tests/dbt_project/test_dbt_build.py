@@ -97,6 +97,11 @@ def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, arti
         assert ("marts", mart) in columns, mart
         assert set(expected) <= set(columns["marts", mart]), mart
         assert read_mart(path, mart).empty, mart
+    # every mart and display model is keyed by suite: suite_id first (issue 15)
+    published = {(schema, table) for schema, table in columns if schema in ("marts", "display")}
+    assert {("marts", mart) for mart in PUBLIC_MARTS} <= published
+    not_first = sorted(f"{s}.{t}" for s, t in published if columns[s, t][0] != "suite_id")
+    assert not not_first, f"suite_id is not the first column of {not_first}"
 
 
 def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path):
@@ -197,6 +202,91 @@ def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifac
     build_marts(path, select="setting_success_rates+", artifacts_dir=artifacts)
     rates = read_mart(path, "setting_success_rates").set_index("agent_id")
     assert not rates["harness_error_ceiling_reached"].any()
+
+
+def _suite_records(suite: str, agents: dict[str, float], first_minute: float) -> list[RunRecord]:
+    """Five successes per setting on t1 (60 s, 600 s) and t2 (60 s) for each agent, plus a
+    timeout; run ids carry the suite (a run id is unique within a suite)."""
+    records = []
+    for agent, base in agents.items():
+        for task, budget in (("t1", 60), ("t1", 600), ("t2", 60)):
+            for i in range(5):
+                score = base + budget / 10_000 + i / 100
+                records.append(
+                    run_record(
+                        agent,
+                        task,
+                        budget,
+                        first_minute + i,
+                        score=score,
+                        suite_id=suite,
+                        run_id=f"{suite}-{agent}-{task}-{budget}-{i}",
+                    )
+                )
+            records.append(
+                run_record(
+                    agent,
+                    task,
+                    budget,
+                    first_minute + 9,
+                    status="timeout",
+                    suite_id=suite,
+                    run_id=f"{suite}-{agent}-{task}-{budget}-t",
+                )
+            )
+    return records
+
+
+def _rows(path: Path, suite: str) -> dict[str, pd.DataFrame]:
+    """Every mart and display model's rows of ``suite``, sorted, without the index."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        tables = con.sql(
+            "select table_schema, table_name from information_schema.tables "
+            "where table_schema in ('marts', 'display') order by 1, 2"
+        ).fetchall()
+        out = {}
+        for schema, table in tables:
+            frame = con.execute(
+                f'select * from {schema}."{table}" where suite_id = ?', [suite]
+            ).df()
+            floats = frame.select_dtypes("float").columns
+            frame[floats] = frame[floats].round(12)  # a sum in another order: last bits
+            frame = frame.astype(str)  # lists and NaN compare as text
+            out[f"{schema}.{table}"] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
+    return out
+
+
+def test_two_suites_in_one_warehouse_give_each_suite_what_it_gives_alone(
+    tmp_path: Path, artifacts: Path
+):
+    """Issue 15: suites sharing agents and tasks never mix. s2's attempts of the shared agent a
+    are earlier (they would take s1's first-N slots), s2 has a much better agent c (it would
+    move s1's normalization) and a budget s1 never ran would change s1's largest budget."""
+    s1 = _suite_records("s1", {"a": 0.5, "b": 0.6}, first_minute=100)
+    s2 = _suite_records("s2", {"a": 0.9, "c": 0.99}, first_minute=0)
+    s2 += [
+        run_record("a", "t1", 1200, 50 + i, score=0.95, suite_id="s2", run_id=f"s2-a-1200-{i}")
+        for i in range(5)
+    ]
+    s2.append(run_record("c", "t1", 1200, 60, score=0.1, suite_id="s2", run_id="s2-c-1200"))
+    vars_ = {"bootstrap_replicates": 20}
+    alone, together = tmp_path / "alone.duckdb", tmp_path / "together.duckdb"
+    insert_runs(alone, s1)
+    insert_runs(together, s1 + s2)
+    for path in (alone, together):
+        insert_suites(path, {"s1": 3, "s2": 3})
+        insert_tasks(path, {"t1": ("maximize", None), "t2": ("maximize", None)})
+        insert_agents(path, {"a": None, "b": None, "c": None})
+        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts)
+
+    expected, actual = _rows(alone, "s1"), _rows(together, "s1")
+    assert expected.keys() == actual.keys()
+    assert not expected["marts.leaderboard"].empty
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(actual[name], frame, obj=name)
+    # and s2 is there, ranked on its own: c lacks successes at 1200 s, a budget only s2 ran
+    board = _rows(together, "s2")["marts.leaderboard"]
+    assert set(board["agent_id"]) == {"a"}
 
 
 # --- the project's layout (no build) --------------------------------------------------------

@@ -26,6 +26,7 @@ def sha(text: str) -> str:
 REPLAYED = sha("replayer's cached answer")
 SHARED = sha("one answer, two agents")
 SAME_IN_TWO_TASKS = sha("same rows in two tasks")
+SUITE = "dup"  # every attempt's suite: the duplicate marts are per suite (issue 15)
 
 
 def fingerprinted(record: RunRecord, normalized: str | None, raw: str | None = None) -> RunRecord:
@@ -36,6 +37,10 @@ def fingerprinted(record: RunRecord, normalized: str | None, raw: str | None = N
             "submission_sha256": raw if raw is not None else normalized,
         }
     )
+
+
+def in_suite(record: RunRecord) -> RunRecord:
+    return record.model_copy(update={"suite_id": SUITE})
 
 
 def scenario() -> tuple[list[RunRecord], RunRecord]:
@@ -95,6 +100,7 @@ def scenario() -> tuple[list[RunRecord], RunRecord]:
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("duplicates")
     records, imported = scenario()
+    records, imported = [in_suite(r) for r in records], in_suite(imported)
     for record in records:
         run_dir = root / "runs" / record.run_id
         run_dir.mkdir(parents=True)
@@ -123,7 +129,7 @@ def test_the_duplicate_mart_flags_the_replayed_submission_and_nothing_else(wareh
     groups = read_mart(warehouse, "duplicate_submissions").set_index("submission_normalized_sha256")
     assert sorted(groups.index) == sorted([REPLAYED, SHARED])
     assert set(groups["task_id"]) == {"t1"}
-    assert groups["suite_id"].isna().all()
+    assert (groups["suite_id"] == SUITE).all()
 
     replayed = groups.loc[REPLAYED]
     assert bool(replayed["within_setting"]) and bool(replayed["within_setting_counted"])
@@ -186,7 +192,9 @@ def test_a_replay_after_the_counted_attempts_is_flagged_but_not_counted(
     """A 6th success (not counted) repeating a counted one: within_setting, not counted."""
     path = tmp_path / "late.duckdb"
     path.write_bytes(warehouse.read_bytes())
-    late = fingerprinted(make_record("honest", "t1", 60, 30, score=0.6), sha("honest t1 60 0"))
+    late = in_suite(
+        fingerprinted(make_record("honest", "t1", 60, 30, score=0.6), sha("honest t1 60 0"))
+    )
     run_dir = tmp_path / "runs" / late.run_id
     run_dir.mkdir(parents=True)
     write_record(run_dir, late)

@@ -3,8 +3,13 @@
 The records cover: 5 agents, tasks of both metric directions, 2–3 budgets per task, every
 status, settings with more than 5 successes and ties in created_at (broken by run_id), an
 uncovered agent (too few successes in one setting, none at all in another, a zero median),
-an agent tied with another in a cell, and a cell where all covered agents score the same.
-dbt runs once for the module; the bootstrap is recomputed with the same integer hash.
+an agent tied with another in a cell, and a cell where all covered agents score the same —
+all in suite "main". Suite "side" shares agents and tasks with it (earlier attempts, other
+scores, an agent of its own, a harness-error ceiling of its own) and suite "removed" is not in
+raw.suites: the reference computes every suite alone (ARCHITECTURE.md: a suite's marts never
+include another suite's runs), from the (suite, run) pairs of int_setting_runs (which runs a
+suite counts is that model's rule, tested beside it). dbt runs once for the module; the
+bootstrap is recomputed with the same integer hash.
 """
 
 from __future__ import annotations
@@ -55,9 +60,17 @@ AGENTS = {  # agent_id → (base quality, knowledge cutoff)
     "delta": (0.62, dt.date(2025, 10, 1)),
     "epsilon": (0.55, dt.date(2025, 1, 1)),
 }
-COVERED = {"alpha", "beta", "gamma", "delta"}
+SIDE_AGENTS = {"alpha": 0.50, "beta": 0.75, "zeta": 0.60}  # suite "side": agent → base quality
+SIDE_TASKS = {"auc": (60, 300), "rmse": (60,)}  # suite "side": task → budgets
+ZETA_CUTOFF = dt.date(2025, 6, 1)  # zeta runs only in "side"
+COVERED = {  # suite → its covered agents
+    "main": {"alpha", "beta", "gamma", "delta"},
+    "side": {"alpha", "beta", "zeta"},
+    "removed": set(),
+}
 SUITES = {"main": 3, "side": 2, "unused": 1}  # raw.suites: suite_id → harness_error_ceiling
 FAILURES = [s for s in STATUSES if s != "success"]
+KEY = ["suite_id", *SETTING]
 
 
 def make_records() -> list[RunRecord]:
@@ -77,7 +90,7 @@ def make_records() -> list[RunRecord]:
                     n_success = N  # all counted, so the copy below has the same median
                 quality = base + budget / 6000
                 scores = np.round(quality + rng.normal(0, 0.03, n_success), 3).tolist()
-                if (task, budget) == ("acc", 60) and agent in COVERED:
+                if (task, budget) == ("acc", 60) and agent in COVERED["main"]:
                     # all equal among the counted; the later successes must not count
                     scores = [0.8] * N + [0.99] * (n_success - N)
                 if setting == ("delta", "auc", 300):
@@ -120,22 +133,45 @@ def make_records() -> list[RunRecord]:
 
 
 def with_suites(records: list[RunRecord]) -> list[RunRecord]:
-    """The suite each attempt ran under: "main" for most; epsilon's in "side"; one setting with
-    attempts in both (the smaller ceiling applies), one outside any suite and one in a suite that
-    is not loaded (ceiling unknown)."""
-    out = []
-    for i, record in enumerate(records):
-        setting = (record.agent_id, record.task_id, record.budget_seconds)
-        suite: str | None = "main"
-        if record.agent_id == "epsilon":
-            suite = "side"
-        elif setting == ("delta", "acc", 60):
-            suite = ("main", "side")[i % 2]
-        elif setting == ("alpha", "acc", 300):
-            suite = None
-        elif setting == ("beta", "rmse", 900):
-            suite = "removed"
-        out.append(record.model_copy(update={"suite_id": suite}))
+    """make_records' attempts in suite "main", then suite "side": alpha and beta again (their
+    attempts earlier than main's, other scores), zeta of its own, and beta's harness faults up to
+    side's ceiling; and suite "removed" (not in raw.suites): gamma, two successes and a fault."""
+    out = [record.model_copy(update={"suite_id": "main"}) for record in records]
+    rng = np.random.default_rng(8)
+    for agent, base in SIDE_AGENTS.items():
+        for task, budgets in SIDE_TASKS.items():
+            direction = TASKS[task][0]
+            for budget in budgets:
+                n_success = int(rng.integers(N, N + 3))
+                scores = np.round(base + budget / 6000 + rng.normal(0, 0.03, n_success), 3)
+                for i, score in enumerate(scores.tolist()):
+                    raw = score if direction == "maximize" else 2 - score
+                    out.append(
+                        run_record(
+                            agent,
+                            task,
+                            budget,
+                            minute=-60.0 + i,  # before every main attempt
+                            score=raw,
+                            direction=direction,
+                            run_id=f"side-{agent}-{task}-{budget}-{i}",
+                            suite_id="side",
+                        )
+                    )
+    for i in range(2):
+        out.append(
+            run_record(
+                "beta", "rmse", 60, -10 + i, status="harness_error",
+                direction="minimize", run_id=f"side-beta-h{i}", suite_id="side",
+            )
+        )  # fmt: skip
+    for i, status in enumerate(["success", "success", "harness_error"]):
+        out.append(
+            run_record(
+                "gamma", "auc", 60, -20 + i, status=status, score=0.9,
+                run_id=f"removed-gamma-{i}", suite_id="removed",
+            )
+        )  # fmt: skip
     return out
 
 
@@ -168,19 +204,49 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
     insert_runs(path, records)
     insert_suites(path, SUITES)
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
-    insert_agents(path, {a: cutoff for a, (_, cutoff) in AGENTS.items()})
+    insert_agents(path, {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF})
     build_marts(path, artifacts_dir=root / "dbt")
     return path, records
 
 
 @pytest.fixture(scope="module")
-def runs(built) -> pd.DataFrame:
-    return records_frame(built[1])
+def members(built) -> dict[str, list[RunRecord]]:
+    """suite → the records it counts (int_setting_runs' (suite_id, run_id) pairs)."""
+    import duckdb
+
+    with duckdb.connect(str(built[0]), read_only=True) as con:
+        pairs = con.sql("select suite_id, run_id from int_setting_runs").fetchall()
+    by_id = {record.run_id: record for record in built[1]}
+    out: dict[str, list[RunRecord]] = {}
+    for suite, run_id in sorted(pairs):
+        out.setdefault(suite, []).append(by_id[run_id])
+    return out
 
 
 @pytest.fixture(scope="module")
-def board(built):
-    return compute_leaderboard(built[1], n=N)
+def runs(members) -> pd.DataFrame:
+    """One row per (suite, run): the suite_id is the suite the run counts for."""
+    records = [record for suite_records in members.values() for record in suite_records]
+    suites = [suite for suite, suite_records in members.items() for _ in suite_records]
+    return records_frame(records).assign(suite_id=suites)
+
+
+@pytest.fixture(scope="module")
+def boards(members) -> dict:
+    """suite → the reference computed on the suite's runs alone."""
+    return {suite: compute_leaderboard(records, n=N) for suite, records in members.items()}
+
+
+def per_suite(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The frames of each suite in one, with their suite_id."""
+    return pd.concat(
+        [frame.assign(suite_id=suite) for suite, frame in frames.items() if not frame.empty],
+        ignore_index=True,
+    )
+
+
+def by_suite(runs: pd.DataFrame):
+    return runs.groupby("suite_id", sort=True)
 
 
 def assert_same(actual: pd.DataFrame, expected: pd.DataFrame, keys: list[str]) -> None:
@@ -213,54 +279,77 @@ def min_rank(scores: pd.Series, by: pd.Series | list | None = None) -> pd.Series
 
 def test_the_data_has_what_the_crosscheck_needs(runs):
     ok = runs[runs["status"] == "success"]
-    per_setting = ok.groupby(SETTING).size()
+    per_setting = ok.groupby(KEY).size()
     assert (per_setting > N).any()
     assert set(runs["status"]) == set(STATUSES)
-    assert ok.duplicated([*SETTING, "created_at"]).any()  # ties in created_at
+    assert ok.duplicated([*KEY, "created_at"]).any()  # ties in created_at
+    # suites that share agents and tasks, so that mixing them would show
+    assert {"main", "side", "removed"} <= set(runs["suite_id"])
+    agents = runs.groupby("suite_id")["agent_id"].agg(set)
+    tasks = runs.groupby("suite_id")["task_id"].agg(set)
+    assert {"alpha", "beta"} <= agents["main"] & agents["side"]
+    assert {"auc", "rmse"} <= tasks["main"] & tasks["side"]
+    assert "zeta" in agents["side"] - agents["main"]
 
 
-def test_setting_scores(built, board):
+def _settings(board) -> pd.DataFrame:
     expected = board.settings.copy()
     expected["n_counted"] = expected["n_counted"].fillna(0)
     rel = expected["iqr"] / expected["median_score"].abs()
     expected["rel_iqr"] = rel.replace([np.inf, -np.inf], np.nan)
     expected.loc[expected["median_score"] == 0, "rel_iqr"] = np.nan
-    assert_same(read_mart(built[0], "setting_scores"), expected, SETTING)
-
-
-def _coverage(runs: pd.DataFrame) -> pd.DataFrame:
-    cells = runs[["task_id", "budget_seconds"]].drop_duplicates()
-    agents = runs[["agent_id"]].drop_duplicates()
-    expected = agents.merge(cells, how="cross")
-    counts = runs.groupby(SETTING).agg(
-        attempts=("run_id", "size"), successes=("status", lambda s: int((s == "success").sum()))
-    )
-    expected = expected.merge(counts.reset_index(), on=SETTING, how="left").fillna(0)
-    expected["missing"] = (N - expected["successes"]).clip(lower=0)
-    lacking = set(expected.loc[expected["missing"] > 0, "agent_id"])
-    expected["agent_is_covered"] = ~expected["agent_id"].isin(lacking)
     return expected
 
 
-def test_coverage(built, runs, board):
+def test_setting_scores(built, boards):
+    expected = per_suite({suite: _settings(board) for suite, board in boards.items()})
+    assert_same(read_mart(built[0], "setting_scores"), expected, KEY)
+
+
+def _coverage(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per suite: every agent of its runs × every (task, budget) cell of its runs."""
+    frames = {}
+    for suite, suite_runs in by_suite(runs):
+        cells = suite_runs[["task_id", "budget_seconds"]].drop_duplicates()
+        agents = suite_runs[["agent_id"]].drop_duplicates()
+        expected = agents.merge(cells, how="cross")
+        counts = suite_runs.groupby(SETTING).agg(
+            attempts=("run_id", "size"),
+            successes=("status", lambda s: int((s == "success").sum())),
+        )
+        expected = expected.merge(counts.reset_index(), on=SETTING, how="left").fillna(0)
+        expected["missing"] = (N - expected["successes"]).clip(lower=0)
+        lacking = set(expected.loc[expected["missing"] > 0, "agent_id"])
+        expected["agent_is_covered"] = ~expected["agent_id"].isin(lacking)
+        frames[suite] = expected
+    return per_suite(frames)
+
+
+def test_coverage(built, runs, boards):
     expected = _coverage(runs)
     actual = read_mart(built[0], "coverage")
-    assert_same(actual, expected, SETTING)
-    assert set(expected.loc[expected["agent_is_covered"], "agent_id"]) == COVERED
-    lacking = actual[actual["missing"] > 0][[*SETTING, "successes", "missing"]]
-    assert_same(lacking, board.coverage[[*SETTING, "successes", "missing"]], SETTING)
-    assert lacking.set_index(SETTING).loc[("epsilon", "acc", 300), "missing"] == N
+    assert_same(actual, expected, KEY)
+    covered = expected[expected["agent_is_covered"]].groupby("suite_id")["agent_id"].agg(set)
+    assert {suite: covered.get(suite, set()) for suite in COVERED} == COVERED
+    lacking = actual[actual["missing"] > 0][[*KEY, "successes", "missing"]]
+    reference = per_suite({suite: board.coverage for suite, board in boards.items()})
+    assert_same(lacking, reference[[*KEY, "successes", "missing"]], KEY)
+    assert lacking.set_index(KEY).loc[("main", "epsilon", "acc", 300), "missing"] == N
+    # zeta never ran in main: main does not expect it (nor side's agents in main's cells)
+    assert "zeta" not in set(actual.loc[actual["suite_id"] == "main", "agent_id"])
 
 
-def test_normalized_scores(built, board):
-    assert set(board.points["agent_id"]) == COVERED
+def test_normalized_scores(built, boards):
+    reference = per_suite({suite: board.points for suite, board in boards.items()})
+    assert reference.groupby("suite_id")["agent_id"].agg(set).to_dict() == {
+        suite: agents for suite, agents in COVERED.items() if agents
+    }
     points = read_mart(built[0], "normalized_scores")
-    assert_same(points, board.points, SETTING)
-    cell = points[(points["task_id"] == "acc") & (points["budget_seconds"] == 60)]
+    assert_same(points, reference, KEY)
+    main = points[points["suite_id"] == "main"]
+    cell = main[(main["task_id"] == "acc") & (main["budget_seconds"] == 60)]
     assert (cell["points"] == 0.5).all()  # all equal
-    tie = points[(points["task_id"] == "auc") & (points["budget_seconds"] == 300)].set_index(
-        "agent_id"
-    )
+    tie = main[(main["task_id"] == "auc") & (main["budget_seconds"] == 300)].set_index("agent_id")
     assert tie.loc["gamma", "points"] == tie.loc["delta", "points"]
 
 
@@ -271,36 +360,60 @@ def _task_ranks(points: pd.DataFrame) -> pd.DataFrame:
     return best
 
 
-def test_leaderboard(built, board):
-    ranking = board.ranking
-    frames = []
-    for variant in ("best_budget", "all_cells", "largest_budget"):
-        frame = ranking[["agent_id", variant]].rename(columns={variant: "score"})
-        frame = frame.assign(variant=variant)
-        frame["rank"] = min_rank(frame["score"])
-        frames.append(frame)
-    expected = pd.concat(frames)
+def test_leaderboard(built, boards):
+    frames = {}
+    for suite, board in boards.items():
+        if board.ranking.empty:
+            continue
+        variants = []
+        for variant in ("best_budget", "all_cells", "largest_budget"):
+            frame = board.ranking[["agent_id", variant]].rename(columns={variant: "score"})
+            frame = frame.assign(variant=variant)
+            frame["rank"] = min_rank(frame["score"])
+            variants.append(frame)
+        frames[suite] = pd.concat(variants)
+    expected = per_suite(frames)
     actual = read_mart(built[0], "leaderboard")
-    assert_same(actual, expected, ["agent_id", "variant"])
-    best = actual[actual["variant"] == "best_budget"].set_index("agent_id")["rank"]
-    assert best.sort_index().tolist() == ranking.set_index("agent_id")["rank"].sort_index().tolist()
-
-
-def test_task_ranks_and_rank_stability(built, board):
-    expected = _task_ranks(board.points)
-    assert_same(read_mart(built[0], "task_ranks"), expected, ["agent_id", "task_id"])
-    stability = expected.groupby("agent_id")["rank"].agg(
-        mean_rank="mean", rank_std=lambda r: r.std(ddof=1), n_tasks="size"
+    assert_same(actual, expected, ["suite_id", "agent_id", "variant"])
+    best = actual[actual["variant"] == "best_budget"].set_index(["suite_id", "agent_id"])["rank"]
+    reference = per_suite({suite: board.ranking for suite, board in boards.items()})
+    assert (
+        best.sort_index().tolist()
+        == reference.set_index(["suite_id", "agent_id"])["rank"].sort_index().tolist()
     )
-    assert_same(read_mart(built[0], "rank_stability"), stability.reset_index(), ["agent_id"])
-    reference = board.ranking[["agent_id", "mean_rank", "rank_std"]]
-    assert_same(read_mart(built[0], "rank_stability"), reference, ["agent_id"])
 
 
-def test_success_rates(built, runs, board):
-    expected = reference_success_rates(runs)
-    assert_same(read_mart(built[0], "success_rates"), expected, ["agent_id"])
-    per_setting = pd.crosstab([runs[c] for c in SETTING], runs["status"]).reindex(
+def test_task_ranks_and_rank_stability(built, boards):
+    ranks = {suite: _task_ranks(board.points) for suite, board in boards.items()}
+    expected = per_suite(ranks)
+    assert_same(read_mart(built[0], "task_ranks"), expected, ["suite_id", "agent_id", "task_id"])
+    stability = per_suite(
+        {
+            suite: frame.groupby("agent_id")["rank"]
+            .agg(mean_rank="mean", rank_std=lambda r: r.std(ddof=1), n_tasks="size")
+            .reset_index()
+            for suite, frame in ranks.items()
+            if not frame.empty
+        }
+    )
+    actual = read_mart(built[0], "rank_stability")
+    assert_same(actual, stability, ["suite_id", "agent_id"])
+    reference = per_suite(
+        {
+            suite: board.ranking[["agent_id", "mean_rank", "rank_std"]]
+            for suite, board in boards.items()
+            if not board.ranking.empty
+        }
+    )
+    assert_same(actual, reference, ["suite_id", "agent_id"])
+
+
+def test_success_rates(built, runs):
+    expected = per_suite(
+        {suite: reference_success_rates(suite_runs) for suite, suite_runs in by_suite(runs)}
+    )
+    assert_same(read_mart(built[0], "success_rates"), expected, ["suite_id", "agent_id"])
+    per_setting = pd.crosstab([runs[c] for c in KEY], runs["status"]).reindex(
         columns=list(STATUSES), fill_value=0
     )
     per_setting.columns = [f"n_{c}" for c in per_setting.columns]
@@ -309,98 +422,121 @@ def test_success_rates(built, runs, board):
     per_setting["successes"] = per_setting["n_success"]
     own = per_setting["agent_attempts"].replace(0, np.nan)
     per_setting["success_rate"] = per_setting["successes"] / own
-    assert_same(read_mart(built[0], "setting_success_rates"), per_setting.reset_index(), SETTING)
+    assert_same(read_mart(built[0], "setting_success_rates"), per_setting.reset_index(), KEY)
 
 
 def _harness_errors(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per setting: harness_error attempts, the smallest ceiling of the suites its attempts name
-    (NaN: none loaded) and whether the count reached it."""
-    frame = runs.assign(
-        harness_error=runs["status"] == "harness_error",
-        ceiling=runs["suite_id"].map(SUITES),  # None and unknown suites → NaN
-    )
-    grouped = frame.groupby(SETTING)
-    out = pd.DataFrame(
-        {
-            "n_harness_error": grouped["harness_error"].sum(),
-            "harness_error_ceiling": grouped["ceiling"].min(),
-        }
-    )
+    """Per setting: harness_error attempts, its suite's ceiling (NaN: the suite is not loaded)
+    and whether the count reached it."""
+    frame = runs.assign(harness_error=runs["status"] == "harness_error")
+    out = frame.groupby(KEY)["harness_error"].sum().rename("n_harness_error").reset_index()
+    out["harness_error_ceiling"] = out["suite_id"].map(SUITES)  # unknown suites → NaN
     out["harness_error_ceiling_reached"] = (
         out["n_harness_error"] >= out["harness_error_ceiling"]
     )  # NaN → False
-    return out.reset_index()
+    return out
 
 
 def test_harness_error_ceiling(built, runs):
     expected = _harness_errors(runs)
     rates = read_mart(built[0], "setting_success_rates")
-    assert_same(rates, expected, SETTING)
-    by_setting = expected.set_index(SETTING)
-    assert by_setting.loc[("gamma", "rmse", 60), "harness_error_ceiling_reached"]
-    assert by_setting.loc[("delta", "acc", 60), "harness_error_ceiling"] == SUITES["side"]
-    assert np.isnan(by_setting.loc[("alpha", "acc", 300), "harness_error_ceiling"])
-    assert np.isnan(by_setting.loc[("beta", "rmse", 900), "harness_error_ceiling"])
+    assert_same(rates, expected, KEY)
+    by_setting = expected.set_index(KEY)
+    assert by_setting.loc[("main", "gamma", "rmse", 60), "harness_error_ceiling_reached"]
+    assert by_setting.loc[("main", "delta", "acc", 60), "harness_error_ceiling"] == SUITES["main"]
+    # side's ceiling (2) applies to side's setting, main's (3) would not be reached by 2 faults
+    side_beta = by_setting.loc[("side", "beta", "rmse", 60)]
+    assert side_beta["n_harness_error"] == 2 and side_beta["harness_error_ceiling_reached"]
+    assert np.isnan(by_setting.loc[("removed", "gamma", "auc", 60), "harness_error_ceiling"])
     reached = by_setting["harness_error_ceiling_reached"]
     assert reached.any() and not reached.all()
 
-    # coverage: every expected setting, a never-run one with no faults and no ceiling
-    coverage = _coverage(runs).merge(expected, on=SETTING, how="left")
+    # coverage: every expected setting, a never-run one with no faults; its ceiling is its suite's
+    coverage = _coverage(runs).merge(
+        expected.drop(columns="harness_error_ceiling"), on=KEY, how="left"
+    )
+    coverage["harness_error_ceiling"] = (
+        coverage["suite_id"].map(SUITES).where(coverage["attempts"] > 0)
+    )
     coverage["n_harness_error"] = coverage["n_harness_error"].fillna(0)
     coverage["harness_error_ceiling_reached"] = coverage["harness_error_ceiling_reached"].eq(True)
     actual = read_mart(built[0], "coverage")
-    assert_same(actual, coverage, SETTING)
-    never = actual.set_index(SETTING).loc[("epsilon", "acc", 300)]
+    assert_same(actual, coverage, KEY)
+    never = actual.set_index(KEY).loc[("main", "epsilon", "acc", 300)]
     assert never["n_harness_error"] == 0 and pd.isna(never["harness_error_ceiling"])
 
 
-def test_run_stability(built, board):
-    settings = board.settings
-    rel = (settings["iqr"] / settings["median_score"].abs()).replace([np.inf, -np.inf], np.nan)
-    expected = rel.groupby(settings["agent_id"]).agg(rel_iqr="median", n_settings="count")
-    expected = expected.reset_index()
-    expected["is_covered"] = expected["agent_id"].isin(COVERED)
+def test_run_stability(built, boards):
+    frames = {}
+    for suite, board in boards.items():
+        settings = board.settings
+        rel = (settings["iqr"] / settings["median_score"].abs()).replace([np.inf, -np.inf], np.nan)
+        expected = rel.groupby(settings["agent_id"]).agg(rel_iqr="median", n_settings="count")
+        expected = expected.reset_index()
+        expected["is_covered"] = expected["agent_id"].isin(COVERED[suite])
+        frames[suite] = expected
     actual = read_mart(built[0], "run_stability")
-    assert_same(actual, expected, ["agent_id"])
+    assert_same(actual, per_suite(frames), ["suite_id", "agent_id"])
     assert_same(
-        actual[actual["is_covered"]][["agent_id", "rel_iqr"]],
-        board.ranking[["agent_id", "rel_iqr"]],
-        ["agent_id"],
+        actual[actual["is_covered"]][["suite_id", "agent_id", "rel_iqr"]],
+        per_suite(
+            {
+                suite: board.ranking[["agent_id", "rel_iqr"]]
+                for suite, board in boards.items()
+                if not board.ranking.empty
+            }
+        ),
+        ["suite_id", "agent_id"],
     )
 
 
-def test_time_scaling(built, board):
-    points = board.points
-    expected = points.groupby(["agent_id", "budget_seconds"])["points"].agg(
-        mean_points="mean", n_tasks="size"
+def test_time_scaling(built, boards):
+    scaling, shares = {}, {}
+    for suite, board in boards.items():
+        points = board.points
+        if points.empty:
+            continue
+        scaling[suite] = (
+            points.groupby(["agent_id", "budget_seconds"])["points"]
+            .agg(mean_points="mean", n_tasks="size")
+            .reset_index()
+        )
+        monotone = (
+            points.sort_values("budget_seconds")
+            .groupby(["agent_id", "task_id"])["points"]
+            .apply(lambda p: bool((np.diff(p.to_numpy()) >= 0).all()))
+        )
+        share = monotone.groupby("agent_id").agg(curves="size", monotone_curves="sum")
+        share["share_monotone"] = share["monotone_curves"] / share["curves"]
+        shares[suite] = share.reset_index()
+    assert_same(
+        read_mart(built[0], "time_scaling"),
+        per_suite(scaling),
+        ["suite_id", "agent_id", "budget_seconds"],
     )
     assert_same(
-        read_mart(built[0], "time_scaling"), expected.reset_index(), ["agent_id", "budget_seconds"]
+        read_mart(built[0], "time_scaling_monotone"), per_suite(shares), ["suite_id", "agent_id"]
     )
-    monotone = (
-        points.sort_values("budget_seconds")
-        .groupby(["agent_id", "task_id"])["points"]
-        .apply(lambda p: bool((np.diff(p.to_numpy()) >= 0).all()))
-    )
-    shares = monotone.groupby("agent_id").agg(curves="size", monotone_curves="sum")
-    shares["share_monotone"] = shares["monotone_curves"] / shares["curves"]
-    assert_same(read_mart(built[0], "time_scaling_monotone"), shares.reset_index(), ["agent_id"])
 
 
-def test_contamination_flags(built):
+def test_contamination_flags(built, runs):
+    cutoffs = {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF}
     rows = []
-    for agent, (_, cutoff) in AGENTS.items():
-        for task, (_, _, start) in TASKS.items():
-            flag = None if cutoff is None or start is None else cutoff >= start
-            rows.append(
-                {
-                    "agent_id": agent,
-                    "task_id": task,
-                    "knowledge_cutoff": cutoff,
-                    "task_start_date": start,
-                    "contaminated": flag,
-                }
-            )
+    for suite, suite_runs in by_suite(runs):
+        for agent in sorted(set(suite_runs["agent_id"])):
+            for task in sorted(set(suite_runs["task_id"])):
+                cutoff, start = cutoffs[agent], TASKS[task][2]
+                flag = None if cutoff is None or start is None else cutoff >= start
+                rows.append(
+                    {
+                        "suite_id": suite,
+                        "agent_id": agent,
+                        "task_id": task,
+                        "knowledge_cutoff": cutoff,
+                        "task_start_date": start,
+                        "contaminated": flag,
+                    }
+                )
     expected = pd.DataFrame(rows)
     actual = read_mart(built[0], "contamination_flags")
     actual["knowledge_cutoff"] = [
@@ -409,9 +545,10 @@ def test_contamination_flags(built):
     actual["task_start_date"] = [
         None if pd.isna(d) else d.date() for d in actual["task_start_date"]
     ]
-    assert_same(actual, expected, ["agent_id", "task_id"])
-    flags = expected.set_index(["agent_id", "task_id"])["contaminated"]
-    assert flags[("alpha", "auc")] is True and flags[("beta", "auc")] is False
+    assert_same(actual, expected, ["suite_id", "agent_id", "task_id"])
+    flags = expected.set_index(["suite_id", "agent_id", "task_id"])["contaminated"]
+    assert flags[("main", "alpha", "auc")] is True and flags[("main", "beta", "auc")] is False
+    assert ("side", "zeta", "rmse") in flags.index and ("main", "zeta", "auc") not in flags.index
 
 
 # --- cost ----------------------------------------------------------------------------------
@@ -422,7 +559,7 @@ def _cost_aggregates(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     runs = runs.copy()
     runs["success"] = runs["status"] == "success"
     ok = runs[runs["success"]].sort_values(["created_at", "run_id"])
-    counted = ok.groupby(SETTING, sort=False).head(N)
+    counted = ok.groupby(KEY, sort=False).head(N)
     known = runs[runs["cost_usd"].notna()]
 
     def agg(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
@@ -454,32 +591,38 @@ def _per_dollar(value: pd.Series, cost: pd.Series) -> pd.Series:
     return value / cost.where(cost > 0)
 
 
-def test_setting_costs(built, runs, board):
-    expected = _cost_aggregates(runs, SETTING)
-    points = board.points.set_index(SETTING)["points"]
-    expected["points"] = points.reindex(expected.index)
+def _points(boards) -> pd.Series:
+    return per_suite({suite: board.points for suite, board in boards.items()}).set_index(KEY)[
+        "points"
+    ]
+
+
+def test_setting_costs(built, runs, boards):
+    expected = _cost_aggregates(runs, KEY)
+    expected["points"] = _points(boards).reindex(expected.index)
     expected["points_per_dollar"] = _per_dollar(
         expected["points"], expected["counted_cost_mean_usd"]
     )
     actual = read_mart(built[0], "setting_costs")
-    assert_same(actual, expected.reset_index(), SETTING)
-    rows = actual.set_index(SETTING)
+    assert_same(actual, expected.reset_index(), KEY)
+    rows = actual[actual["suite_id"] == "main"].set_index(SETTING)
     gamma, delta = rows.xs("gamma", level="agent_id"), rows.xs("delta", level="agent_id")
     assert gamma["cost_total_usd"].isna().all() and (gamma["attempts_with_cost"] == 0).all()
     assert (delta["cost_total_usd"] == 0).all() and delta["points_per_dollar"].isna().all()
     assert rows.xs("alpha", level="agent_id")["points_per_dollar"].notna().all()
 
 
-def test_agent_costs(built, runs, board):
-    expected = _cost_aggregates(runs, ["agent_id"])
-    score = board.ranking.set_index("agent_id")["best_budget"]
-    expected["score"] = score.reindex(expected.index)
+def test_agent_costs(built, runs, boards):
+    keys = ["suite_id", "agent_id"]
+    expected = _cost_aggregates(runs, keys)
+    ranking = per_suite({suite: board.ranking for suite, board in boards.items()})
+    expected["score"] = ranking.set_index(keys)["best_budget"].reindex(expected.index)
     expected["points_per_dollar"] = _per_dollar(
         expected["score"], expected["counted_cost_mean_usd"]
     )
     actual = read_mart(built[0], "agent_costs")
-    assert_same(actual, expected.reset_index(), ["agent_id"])
-    rows = actual.set_index("agent_id")
+    assert_same(actual, expected.reset_index(), keys)
+    rows = actual[actual["suite_id"] == "main"].set_index("agent_id")
     assert np.isnan(rows.loc["gamma", "cost_total_usd"])  # unknown, not 0
     assert np.isnan(rows.loc["gamma", "points_per_dollar"])
     assert rows.loc["delta", "cost_total_usd"] == 0 and np.isnan(
@@ -494,11 +637,14 @@ def test_agent_costs(built, runs, board):
 
 def test_counted_attempts(built, runs):
     ok = runs[runs["status"] == "success"].sort_values(["created_at", "run_id"])
-    expected = ok.groupby(SETTING, sort=False).head(N).copy()
-    expected["success_index"] = expected.groupby(SETTING).cumcount() + 1
-    columns = ["run_id", *SETTING, "success_index", "score", "score_hib", "cost_usd"]
+    expected = ok.groupby(KEY, sort=False).head(N).copy()
+    expected["success_index"] = expected.groupby(KEY).cumcount() + 1
+    columns = ["suite_id", "run_id", *SETTING, "success_index", "score", "score_hib", "cost_usd"]
     actual = read_mart(built[0], "counted_attempts")
-    assert_same(actual[columns], expected[columns], ["run_id"])
+    assert_same(actual[columns], expected[columns], ["suite_id", "run_id"])
+    # side's earlier attempts of alpha never take main's first-N slots
+    main_alpha = actual[(actual["suite_id"] == "main") & (actual["agent_id"] == "alpha")]
+    assert not main_alpha["run_id"].str.startswith("side-").any()
 
 
 # --- bootstrap ------------------------------------------------------------------------------
@@ -519,8 +665,10 @@ def setting_key(agent: str, task: str, budget: int) -> int:
     return int(hashlib.md5(f"{agent}/{task}/{budget}".encode()).hexdigest()[:8], 16)
 
 
-def bootstrap_scores(runs: pd.DataFrame) -> pd.DataFrame:
-    counted = counted_attempts(runs[runs["agent_id"].isin(COVERED)], N)
+def bootstrap_scores(runs: pd.DataFrame, covered: set[str]) -> pd.DataFrame:
+    """One suite's replicates: its covered settings resampled with the same hash chain (the
+    setting key is agent/task/budget, without the suite)."""
+    counted = counted_attempts(runs[runs["agent_id"].isin(covered)], N)
     counted = counted.sort_values([*SETTING, "created_at", "run_id"])
     settings = counted.groupby(SETTING)["score_hib"].apply(list).sort_index()
     keys = np.array([setting_key(*s) for s in settings.index], dtype=np.uint64)
@@ -553,20 +701,29 @@ def bootstrap_scores(runs: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def replicates(runs) -> pd.DataFrame:
-    return bootstrap_scores(runs)
+    return per_suite(
+        {
+            suite: bootstrap_scores(suite_runs, COVERED[suite])
+            for suite, suite_runs in by_suite(runs)
+            if COVERED[suite]
+        }
+    )
 
 
 def test_bootstrap_replicates_match_row_for_row(built, replicates):
     import duckdb
 
     with duckdb.connect(str(built[0]), read_only=True) as con:
-        actual = con.sql("select replicate, agent_id, score, rank from int_bootstrap_scores").df()
-    assert len(actual) == REPLICATES * len(COVERED)
-    assert_same(actual, replicates, ["replicate", "agent_id"])
+        actual = con.sql(
+            "select suite_id, replicate, agent_id, score, rank from int_bootstrap_scores"
+        ).df()
+    assert len(actual) == REPLICATES * sum(len(agents) for agents in COVERED.values())
+    assert_same(actual, replicates, ["suite_id", "replicate", "agent_id"])
 
 
-def test_leaderboard_uncertainty(built, board, replicates):
-    grouped = replicates.groupby("agent_id")
+def test_leaderboard_uncertainty(built, boards, replicates):
+    keys = ["suite_id", "agent_id"]
+    grouped = replicates.groupby(keys)
     expected = pd.DataFrame(
         {
             "score_low": grouped["score"].quantile(0.025),
@@ -575,28 +732,29 @@ def test_leaderboard_uncertainty(built, board, replicates):
             "replicates": grouped.size(),
         }
     )
-    expected["score"] = board.ranking.set_index("agent_id")["best_budget"]
+    ranking = per_suite({suite: board.ranking for suite, board in boards.items()})
+    expected["score"] = ranking.set_index(keys)["best_budget"]
     actual = read_mart(built[0], "leaderboard_uncertainty")
-    assert_same(actual, expected.reset_index(), ["agent_id"])
+    assert_same(actual, expected.reset_index(), keys)
     assert (actual["score_low"] < actual["score_high"]).any()  # the resampling does something
 
-    agents = sorted(COVERED)
-    probabilities = pd.DataFrame(
-        [
-            {
-                "agent_id": agent,
-                "rank": rank,
-                "probability": float(
-                    (replicates[replicates["agent_id"] == agent]["rank"] == rank).mean()
-                ),
-            }
-            for agent in agents
-            for rank in range(1, len(agents) + 1)
-        ]
-    )
+    rows = []
+    for suite, agents in COVERED.items():
+        suite_replicates = replicates[replicates["suite_id"] == suite]
+        for agent in sorted(agents):
+            ranks = suite_replicates[suite_replicates["agent_id"] == agent]["rank"]
+            for rank in range(1, len(agents) + 1):
+                rows.append(
+                    {
+                        "suite_id": suite,
+                        "agent_id": agent,
+                        "rank": rank,
+                        "probability": float((ranks == rank).mean()),
+                    }
+                )
     actual = read_mart(built[0], "leaderboard_rank_probabilities")
-    assert_same(actual, probabilities, ["agent_id", "rank"])
-    sums = actual.groupby("agent_id")["probability"].sum()
+    assert_same(actual, pd.DataFrame(rows), ["suite_id", "agent_id", "rank"])
+    sums = actual.groupby(keys)["probability"].sum()
     assert np.allclose(sums, 1.0)
 
 
@@ -605,7 +763,9 @@ def test_bootstrap_is_deterministic(built, tmp_path: Path, replicates):
     path = tmp_path / "again.duckdb"
     insert_runs(path, built[1])
     build_marts(path, select="+leaderboard_uncertainty", artifacts_dir=tmp_path / "dbt")
-    first = read_mart(built[0], "leaderboard_uncertainty").sort_values("agent_id")
-    second = read_mart(path, "leaderboard_uncertainty").sort_values("agent_id")
+    order = ["suite_id", "agent_id"]
+    first = read_mart(built[0], "leaderboard_uncertainty").sort_values(order)
+    second = read_mart(path, "leaderboard_uncertainty").sort_values(order)
     cols = ["score_low", "score_high", "p_rank_1"]
+    assert first[order].values.tolist() == second[order].values.tolist()
     assert np.allclose(first[cols], second[cols], rtol=0, atol=TOL)

@@ -1,4 +1,4 @@
--- The leaderboard page's coverage table, one row per agent with runs: its settings, those that
+-- The leaderboard page's coverage table, one row per (suite, agent with runs in it): its settings, those that
 -- still lack successes, whether it is ranked, its harness faults and its settings stopped at
 -- the harness-error ceiling (see setting_display), with a badge that says it in one line.
 with
@@ -12,6 +12,7 @@ coverage as (
 per_agent as (
 
     select
+        suite_id,
         agent_id,
         count(*)::bigint as settings,
         count(*) filter (where missing > 0)::bigint as incomplete_settings,
@@ -23,13 +24,14 @@ per_agent as (
         )::bigint as stopped_at_harness_error_ceiling
 
     from coverage
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
 final as (
 
     select
+        suite_id,
         agent_id,
         case
             when is_ranked then '✓ ranked'

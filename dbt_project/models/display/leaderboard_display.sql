@@ -1,7 +1,8 @@
--- What the dashboard's leaderboard shows, one row per (ranked agent, variant): the ranking,
+-- What the dashboard's leaderboard shows, one row per (suite, ranked agent, variant): the ranking,
 -- the primary variant's bootstrap interval and P(rank 1), success rate, mean task rank ± sd,
 -- the badges (coverage, contamination, duplicate submissions) and the agent's spec metadata.
--- The badges are labels only: every number in them comes from a mart.
+-- The badges are labels only: every number in them comes from a mart, the suite's own rows.
+-- The agent's spec metadata (raw.agents) is the same in every suite.
 with
 
 leaderboard as (
@@ -43,46 +44,54 @@ agents as (
 coverage as (
 
     select
+        suite_id,
         agent_id,
         count(*) as settings,
         count(*) filter (where missing = 0) as complete_settings
 
     from {{ ref('coverage') }}
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
--- only the tasks the benchmark ran count for contamination
+-- only the tasks the suite ran count for contamination
 contamination as (
 
     select
-        agent_id,
-        string_agg(task_id, ', ' order by task_id) filter (where contaminated)
+        flags.suite_id,
+        flags.agent_id,
+        string_agg(flags.task_id, ', ' order by flags.task_id) filter (where flags.contaminated)
             as contaminated_tasks,
-        bool_and(contaminated is not null) as cutoff_known
+        bool_and(flags.contaminated is not null) as cutoff_known
 
-    from {{ ref('contamination_flags') }}
-    where task_id in (select task_id from {{ ref('coverage') }})
-    group by agent_id
+    from {{ ref('contamination_flags') }} as flags
+    where exists (
+        select 1
+        from {{ ref('coverage') }} as coverage
+        where coverage.suite_id = flags.suite_id and coverage.task_id = flags.task_id
+    )
+    group by flags.suite_id, flags.agent_id
 
 ),
 
 duplicates as (
 
     select
+        suite_id,
         agent_id,
         count(*) filter (where duplicated_counted) as replayed_settings,
         sum(n_shared_with_other_agents) as shared_attempts,
         bool_and(n_counted_fingerprinted = n_counted) as fingerprints_known
 
     from {{ ref('setting_duplicates') }}
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
 final as (
 
     select
+        leaderboard.suite_id,
         leaderboard.rank::bigint as rank,
         leaderboard.agent_id,
         leaderboard.score::double as score,
@@ -136,15 +145,28 @@ final as (
 
     from leaderboard
     left join uncertainty
-        on leaderboard.agent_id = uncertainty.agent_id
+        on leaderboard.suite_id = uncertainty.suite_id
+        and leaderboard.agent_id = uncertainty.agent_id
         and leaderboard.variant = 'best_budget'
-    left join success_rates on leaderboard.agent_id = success_rates.agent_id
-    left join rank_stability on leaderboard.agent_id = rank_stability.agent_id
-    left join run_stability on leaderboard.agent_id = run_stability.agent_id
+    left join success_rates
+        on leaderboard.suite_id = success_rates.suite_id
+        and leaderboard.agent_id = success_rates.agent_id
+    left join rank_stability
+        on leaderboard.suite_id = rank_stability.suite_id
+        and leaderboard.agent_id = rank_stability.agent_id
+    left join run_stability
+        on leaderboard.suite_id = run_stability.suite_id
+        and leaderboard.agent_id = run_stability.agent_id
     left join agents on leaderboard.agent_id = agents.agent_id
-    left join coverage on leaderboard.agent_id = coverage.agent_id
-    left join contamination on leaderboard.agent_id = contamination.agent_id
-    left join duplicates on leaderboard.agent_id = duplicates.agent_id
+    left join coverage
+        on leaderboard.suite_id = coverage.suite_id
+        and leaderboard.agent_id = coverage.agent_id
+    left join contamination
+        on leaderboard.suite_id = contamination.suite_id
+        and leaderboard.agent_id = contamination.agent_id
+    left join duplicates
+        on leaderboard.suite_id = duplicates.suite_id
+        and leaderboard.agent_id = duplicates.agent_id
 
 )
 

@@ -1,4 +1,4 @@
--- The reliability page, one row per agent with attempts: its success rate (marts.success_rates;
+-- The reliability page, one row per (suite, agent with attempts in it): its success rate (marts.success_rates;
 -- its counts per status are in status_counts_display), its run-to-run spread
 -- (marts.run_stability) and, when it is ranked, its primary score and rank (marts.leaderboard,
 -- best_budget) for performance vs. stability.
@@ -26,6 +26,7 @@ primary_scores as (
 final as (
 
     select
+        rates.suite_id,
         rates.agent_id,
         rates.attempts,
         rates.agent_attempts,
@@ -37,8 +38,12 @@ final as (
         primary_scores.rank
 
     from rates
-    left join run_stability on rates.agent_id = run_stability.agent_id
-    left join primary_scores on rates.agent_id = primary_scores.agent_id
+    left join run_stability
+        on rates.suite_id = run_stability.suite_id
+        and rates.agent_id = run_stability.agent_id
+    left join primary_scores
+        on rates.suite_id = primary_scores.suite_id
+        and rates.agent_id = primary_scores.agent_id
 
 )
 

@@ -1,4 +1,4 @@
--- The settings page's table, one row per setting with attempts (marts.setting_scores): the
+-- The settings page's table, one row per setting (suite, agent, task, budget) with attempts (marts.setting_scores): the
 -- median and quartiles, and its harness faults against its suite's ceiling. A setting stopped
 -- at the ceiling (it lacks successes and its harness faults reached the ceiling: the runner
 -- gives it no more attempts) is marked ⛔; the leaderboard page lists those.
@@ -29,7 +29,8 @@ joined as (
 
     from scores
     left join coverage
-        on scores.agent_id = coverage.agent_id
+        on scores.suite_id = coverage.suite_id
+        and scores.agent_id = coverage.agent_id
         and scores.task_id = coverage.task_id
         and scores.budget_seconds = coverage.budget_seconds
 
@@ -38,6 +39,7 @@ joined as (
 final as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,

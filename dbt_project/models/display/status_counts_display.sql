@@ -1,5 +1,5 @@
 -- The reliability page's stacked bar: marts.success_rates in long form, one row per
--- (agent, status of the taxonomy), with how many attempts ended so.
+-- (suite, agent, status of the taxonomy), with how many attempts ended so.
 with
 
 rates as (
@@ -11,7 +11,7 @@ rates as (
 final as (
 
     {% for status in run_statuses() %}
-    select agent_id, '{{ status }}' as status, n_{{ status }}::bigint as attempts
+    select suite_id, agent_id, '{{ status }}' as status, n_{{ status }}::bigint as attempts
     from rates
     {% if not loop.last %}union all{% endif %}
     {% endfor %}

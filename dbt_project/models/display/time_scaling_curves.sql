@@ -1,4 +1,4 @@
--- The time-scaling page's grid, one row per (ranked agent, task) curve: whether it is monotone
+-- The time-scaling page's grid, one row per (suite, ranked agent, task) curve: whether it is monotone
 -- (int_time_scaling_curves, whose rule marts.time_scaling_monotone counts) and its points in
 -- budget order, formatted for the page.
 with
@@ -12,6 +12,7 @@ curves as (
 final as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         is_monotone,

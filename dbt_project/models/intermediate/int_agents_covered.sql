@@ -1,4 +1,5 @@
--- Agents that enter the leaderboard: at least N successes in every expected setting.
+-- Agents that enter a suite's leaderboard: at least N successes in every setting the suite
+-- expects. One row per (suite, agent): an agent covered in one suite may lack runs in another.
 with
 
 expected as (
@@ -9,9 +10,9 @@ expected as (
 
 covered as (
 
-    select agent_id
+    select suite_id, agent_id
     from expected
-    group by agent_id
+    group by suite_id, agent_id
     having max(missing) = 0
 
 )

@@ -1,4 +1,4 @@
--- Bootstrap, step 2: per replicate, the same rules as the point estimate — min-max
+-- Bootstrap, step 2: per suite and replicate, the same rules as the point estimate — min-max
 -- normalization per (task, budget) cell, best budget per task, mean over tasks — and the
 -- replicate's ranks (min ranking on the rounded score).
 with
@@ -12,11 +12,12 @@ medians as (
 normalized as (
 
     select
+        suite_id,
         replicate,
         agent_id,
         task_id,
         budget_seconds,
-        {{ min_max_points('median_score_hib', 'replicate, task_id, budget_seconds') }} as points
+        {{ min_max_points('median_score_hib', 'suite_id, replicate, task_id, budget_seconds') }} as points
 
     from medians
 
@@ -24,27 +25,28 @@ normalized as (
 
 best_per_task as (
 
-    select replicate, agent_id, task_id, max(points) as best_points
+    select suite_id, replicate, agent_id, task_id, max(points) as best_points
     from normalized
-    group by replicate, agent_id, task_id
+    group by suite_id, replicate, agent_id, task_id
 
 ),
 
 scores as (
 
-    select replicate, agent_id, avg(best_points) as score
+    select suite_id, replicate, agent_id, avg(best_points) as score
     from best_per_task
-    group by replicate, agent_id
+    group by suite_id, replicate, agent_id
 
 ),
 
 ranked as (
 
     select
+        suite_id,
         replicate,
         agent_id,
         score,
-        {{ min_rank('score', 'replicate') }} as rank
+        {{ min_rank('score', 'suite_id, replicate') }} as rank
 
     from scores
 

@@ -1,6 +1,9 @@
 -- Bootstrap, step 1: for each replicate, resample each covered setting's counted attempts
 -- with replacement (as many draws as counted attempts) and take the median of the
--- higher-is-better scores. Draws come from the hash chain in macros/bootstrap_hash.sql.
+-- higher-is-better scores. Draws come from the hash chain in macros/bootstrap_hash.sql. A setting
+-- is (suite, agent, task, budget); its hash key leaves the suite out on purpose, so a suite's
+-- draws are the ones it would get alone in the warehouse (and a one-suite warehouse's numbers
+-- are those from before suites were kept apart).
 {%- set replicates = var('bootstrap_replicates') | int %}
 {%- set seed = var('bootstrap_seed') | int %}
 with
@@ -9,22 +12,25 @@ counted as (
 
     select counted.*
     from {{ ref('int_runs_counted') }} as counted
-    where counted.agent_id in (select agent_id from {{ ref('int_agents_covered') }})
+    inner join {{ ref('int_agents_covered') }} as covered
+        on counted.suite_id = covered.suite_id
+        and counted.agent_id = covered.agent_id
 
 ),
 
 settings as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
         count(*)::ubigint as n_counted,
         {{ bootstrap_setting_key('agent_id', 'task_id', 'budget_seconds') }} as setting_key,
-        row_number() over (order by agent_id, task_id, budget_seconds) as setting_id
+        row_number() over (order by suite_id, agent_id, task_id, budget_seconds) as setting_id
 
     from counted
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
@@ -37,7 +43,8 @@ counted_attempts as (
 
     from counted
     inner join settings
-        on counted.agent_id = settings.agent_id
+        on counted.suite_id = settings.suite_id
+        and counted.agent_id = settings.agent_id
         and counted.task_id = settings.task_id
         and counted.budget_seconds = settings.budget_seconds
 
@@ -118,6 +125,7 @@ drawn as (
 medians as (
 
     select
+        settings.suite_id,
         drawn.replicate::integer as replicate,
         settings.agent_id,
         settings.task_id,
@@ -126,7 +134,9 @@ medians as (
 
     from drawn
     inner join settings on drawn.setting_id = settings.setting_id
-    group by drawn.replicate, settings.agent_id, settings.task_id, settings.budget_seconds
+    group by
+        settings.suite_id, drawn.replicate, settings.agent_id, settings.task_id,
+        settings.budget_seconds
 
 )
 

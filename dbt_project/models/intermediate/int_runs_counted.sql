@@ -1,12 +1,13 @@
--- The counted attempts: the first N successes of each setting (agent, task, budget),
--- ordered by created_at and then run_id. Later successes and failures never count. The
--- submission's canonical fingerprint rides along: two counted attempts with the same one are a
--- replayed answer (marts.setting_duplicates).
+-- The counted attempts: the first N successes of each setting (suite, agent, task, budget),
+-- ordered by created_at and then run_id. Later successes and failures never count, and a suite
+-- counts its own runs only. The submission's canonical fingerprint rides along: two counted
+-- attempts with the same one are a replayed answer (marts.setting_duplicates).
 with
 
 successes as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
@@ -16,7 +17,7 @@ successes as (
         score_hib,
         submission_normalized_sha256,
         row_number() over (
-            partition by agent_id, task_id, budget_seconds
+            partition by suite_id, agent_id, task_id, budget_seconds
             order by created_at, run_id
         ) as success_index
 

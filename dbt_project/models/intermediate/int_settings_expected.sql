@@ -1,5 +1,6 @@
--- Every setting the suite expects: each agent seen in the runs × each (task, budget) cell
--- seen in the runs, with how many successes it has and how many the rules still lack.
+-- Every setting a suite expects: each agent seen in the suite's runs × each (task, budget) cell
+-- seen in the suite's runs, with how many successes it has and how many the rules still lack.
+-- Another suite's agents and cells are never expected here.
 with
 
 runs as (
@@ -10,19 +11,20 @@ runs as (
 
 agents as (
 
-    select distinct agent_id from runs
+    select distinct suite_id, agent_id from runs
 
 ),
 
 cells as (
 
-    select distinct task_id, budget_seconds from runs
+    select distinct suite_id, task_id, budget_seconds from runs
 
 ),
 
 setting_successes as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
@@ -30,13 +32,14 @@ setting_successes as (
         count(*) filter (where status = 'success') as successes
 
     from runs
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
 expected as (
 
     select
+        agents.suite_id,
         agents.agent_id,
         cells.task_id,
         cells.budget_seconds,
@@ -44,9 +47,11 @@ expected as (
         coalesce(setting_successes.successes, 0) as successes
 
     from agents
-    cross join cells
+    inner join cells
+        on agents.suite_id = cells.suite_id
     left join setting_successes
-        on agents.agent_id = setting_successes.agent_id
+        on agents.suite_id = setting_successes.suite_id
+        and agents.agent_id = setting_successes.agent_id
         and cells.task_id = setting_successes.task_id
         and cells.budget_seconds = setting_successes.budget_seconds
 

@@ -1,7 +1,7 @@
--- One row per agent with any attempt: tokens and cost over all its attempts (every setting) and
--- over its counted attempts, cost per success, and primary score per dollar. Unknown stays
--- unknown: sums and means skip attempts without a recorded value and are null when no attempt
--- has one; nothing is ever read as 0.
+-- One row per (suite, agent) with any attempt: tokens and cost over all its attempts in the suite
+-- (every setting) and over its counted attempts, cost per success, and primary score (the
+-- suite's) per dollar. Unknown stays unknown: sums and means skip attempts without a recorded
+-- value and are null when no attempt has one; nothing is ever read as 0.
 with
 
 runs as (
@@ -18,7 +18,7 @@ counted as (
 
 primary_scores as (
 
-    select agent_id, score
+    select suite_id, agent_id, score
     from {{ ref('leaderboard') }}
     where variant = 'best_budget'
 
@@ -27,28 +27,31 @@ primary_scores as (
 all_attempts as (
 
     select
+        suite_id,
         agent_id,
         {{ attempt_cost_aggregates() }}
 
     from runs
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
 counted_attempts as (
 
     select
+        suite_id,
         agent_id,
         {{ counted_cost_aggregates() }}
 
     from counted
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
 final as (
 
     select
+        all_attempts.suite_id,
         all_attempts.agent_id,
         {{ cost_columns() }},
         primary_scores.score::double as score,
@@ -56,9 +59,11 @@ final as (
 
     from all_attempts
     left join counted_attempts
-        on all_attempts.agent_id = counted_attempts.agent_id
+        on all_attempts.suite_id = counted_attempts.suite_id
+        and all_attempts.agent_id = counted_attempts.agent_id
     left join primary_scores
-        on all_attempts.agent_id = primary_scores.agent_id
+        on all_attempts.suite_id = primary_scores.suite_id
+        and all_attempts.agent_id = primary_scores.agent_id
 
 )
 

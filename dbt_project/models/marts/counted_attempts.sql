@@ -1,6 +1,7 @@
--- One row per counted attempt: the first N successes of each setting (agent, task, budget) by
--- created_at, then run_id — the attempts behind every setting score — with the attempt's suite,
--- tokens and cost. The dashboard's snapshot carries only the marts and raw schemas, so the
+-- One row per (suite, counted attempt): the first N successes of each setting (suite, agent,
+-- task, budget) by created_at, then run_id — the attempts behind every setting score — with the
+-- attempt's tokens and cost. A run shared by two suites is counted in each (its success_index
+-- may differ). The dashboard's snapshot carries only the marts and raw schemas, so the
 -- per-attempt plots and the cost marts read the counted attempts from here.
 with
 
@@ -19,11 +20,11 @@ runs as (
 final as (
 
     select
+        counted.suite_id,
         counted.run_id,
         counted.agent_id,
         counted.task_id,
         counted.budget_seconds,
-        runs.suite_id,
         counted.created_at,
         counted.success_index::bigint as success_index,
         counted.score::double as score,
@@ -34,7 +35,8 @@ final as (
 
     from counted
     inner join runs
-        on counted.run_id = runs.run_id
+        on counted.suite_id = runs.suite_id
+        and counted.run_id = runs.run_id
 
 )
 

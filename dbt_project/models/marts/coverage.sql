@@ -1,8 +1,9 @@
--- Every expected setting: each agent seen in raw.runs × each (task, budget) cell seen in
--- raw.runs, its successes and how many it still lacks (missing). An agent is covered
--- (ranked) only when missing = 0 in all its rows. Also its harness faults and whether they
--- reached the suite's harness-error ceiling (setting_success_rates): a setting that lacks
--- successes and has reached it gets no more attempts until the ceiling is raised.
+-- Every setting a suite expects: each agent seen in the suite's runs × each (task, budget) cell
+-- seen in the suite's runs, its successes and how many it still lacks (missing). An agent is
+-- covered (ranked in the suite) only when missing = 0 in all its rows of the suite. Also its
+-- harness faults and whether they reached the suite's harness-error ceiling
+-- (setting_success_rates): a setting that lacks successes and has reached it gets no more
+-- attempts until the ceiling is raised.
 with
 
 expected as (
@@ -26,20 +27,25 @@ rates as (
 final as (
 
     select
+        expected.suite_id,
         expected.agent_id,
         expected.task_id,
         expected.budget_seconds,
         expected.attempts::bigint as attempts,
         expected.successes::bigint as successes,
         expected.missing::bigint as missing,
-        expected.agent_id in (select agent_id from covered) as agent_is_covered,
+        covered.agent_id is not null as agent_is_covered,
         coalesce(rates.n_harness_error, 0)::bigint as n_harness_error,
         rates.harness_error_ceiling,
         coalesce(rates.harness_error_ceiling_reached, false) as harness_error_ceiling_reached
 
     from expected
+    left join covered
+        on expected.suite_id = covered.suite_id
+        and expected.agent_id = covered.agent_id
     left join rates
-        on expected.agent_id = rates.agent_id
+        on expected.suite_id = rates.suite_id
+        and expected.agent_id = rates.agent_id
         and expected.task_id = rates.task_id
         and expected.budget_seconds = rates.budget_seconds
 

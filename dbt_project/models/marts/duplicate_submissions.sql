@@ -1,8 +1,8 @@
--- One row per duplicate submission: a (task, canonical fingerprint) that two or more attempts
--- submitted. within_setting: one setting (agent, task, budget) holds two or more of them (a
--- cached or replayed answer: that setting's attempts are not independent); across_agents: two
--- or more agents submitted it. Built from submission_twins by grouping, never by pairing
--- attempts, so its cost grows with the attempts, not with their square.
+-- One row per duplicate submission: a (suite, task, canonical fingerprint) that two or more of
+-- the suite's attempts submitted. within_setting: one setting (agent, task, budget) holds two or
+-- more of them (a cached or replayed answer: that setting's attempts are not independent);
+-- across_agents: two or more agents submitted it. Built from submission_twins by grouping, never
+-- by pairing attempts, so its cost grows with the attempts, not with their square.
 {%- set run_ids_shown = 20 %}
 with
 
@@ -15,6 +15,7 @@ twins as (
 per_setting as (
 
     select
+        suite_id,
         task_id,
         submission_normalized_sha256,
         agent_id,
@@ -23,13 +24,14 @@ per_setting as (
         count(*) filter (where is_counted) as counted
 
     from twins
-    group by task_id, submission_normalized_sha256, agent_id, budget_seconds
+    group by suite_id, task_id, submission_normalized_sha256, agent_id, budget_seconds
 
 ),
 
 settings as (
 
     select
+        suite_id,
         task_id,
         submission_normalized_sha256,
         count(*) as n_settings,
@@ -39,13 +41,14 @@ settings as (
         list(distinct agent_id order by agent_id) as agent_ids
 
     from per_setting
-    group by task_id, submission_normalized_sha256
+    group by suite_id, task_id, submission_normalized_sha256
 
 ),
 
 attempts as (
 
     select
+        suite_id,
         task_id,
         submission_normalized_sha256,
         count(*) as n_attempts,
@@ -58,14 +61,14 @@ attempts as (
         max(score) as max_score
 
     from twins
-    group by task_id, submission_normalized_sha256
+    group by suite_id, task_id, submission_normalized_sha256
 
 ),
 
 final as (
 
     select
-        null::varchar as suite_id,
+        attempts.suite_id,
         attempts.task_id,
         attempts.submission_normalized_sha256,
         attempts.n_attempts::bigint as n_attempts,
@@ -87,7 +90,8 @@ final as (
 
     from attempts
     inner join settings
-        on attempts.task_id = settings.task_id
+        on attempts.suite_id = settings.suite_id
+        and attempts.task_id = settings.task_id
         and attempts.submission_normalized_sha256 = settings.submission_normalized_sha256
 
 )

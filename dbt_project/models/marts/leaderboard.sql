@@ -1,5 +1,6 @@
--- One row per (covered agent, variant): best_budget is the primary score (per task the best
--- budget's points, then the mean over tasks); all_cells and largest_budget are variants.
+-- One row per (suite, covered agent, variant): best_budget is the primary score (per task the
+-- best budget's points, then the mean over tasks); all_cells and largest_budget are variants.
+-- Ranks are within the suite and variant.
 with
 
 points as (
@@ -14,40 +15,52 @@ task_best as (
 
 ),
 
+-- the largest budget among the suite's normalized cells (all its tasks)
 largest as (
 
-    select max(budget_seconds) as budget_seconds from points
+    select suite_id, max(budget_seconds) as budget_seconds
+    from points
+    group by suite_id
 
 ),
 
 variants as (
 
-    select agent_id, 'best_budget' as variant, avg(best_points) as score, count(*) as n_cells
+    select suite_id, agent_id, 'best_budget' as variant, avg(best_points) as score, count(*) as n_cells
     from task_best
-    group by agent_id
+    group by suite_id, agent_id
 
     union all
 
-    select agent_id, 'all_cells' as variant, avg(points) as score, count(*) as n_cells
+    select suite_id, agent_id, 'all_cells' as variant, avg(points) as score, count(*) as n_cells
     from points
-    group by agent_id
+    group by suite_id, agent_id
 
     union all
 
-    select agent_id, 'largest_budget' as variant, avg(points) as score, count(*) as n_cells
+    select
+        points.suite_id,
+        points.agent_id,
+        'largest_budget' as variant,
+        avg(points.points) as score,
+        count(*) as n_cells
+
     from points
-    where budget_seconds = (select budget_seconds from largest)
-    group by agent_id
+    inner join largest
+        on points.suite_id = largest.suite_id
+        and points.budget_seconds = largest.budget_seconds
+    group by points.suite_id, points.agent_id
 
 ),
 
 ranked as (
 
     select
+        suite_id,
         agent_id,
         variant,
         score::double as score,
-        {{ min_rank('score', 'variant') }}::bigint as rank,
+        {{ min_rank('score', 'suite_id, variant') }}::bigint as rank,
         n_cells::bigint as n_cells
 
     from variants

@@ -1,5 +1,6 @@
--- Per covered agent and every possible rank 1..(number of covered agents): the share of
--- bootstrap replicates in which the agent got that rank (0 when it never did).
+-- Per (suite, covered agent) and every possible rank 1..(number of the suite's covered agents):
+-- the share of the suite's bootstrap replicates in which the agent got that rank (0 when it
+-- never did).
 with
 
 replicates as (
@@ -10,43 +11,55 @@ replicates as (
 
 agents as (
 
-    select distinct agent_id from replicates
+    select distinct suite_id, agent_id from replicates
 
 ),
 
-n_replicates as (
+suites as (
 
-    select count(distinct replicate) as replicates from replicates
+    select
+        suite_id,
+        count(distinct agent_id) as n_agents,
+        count(distinct replicate) as replicates
+
+    from replicates
+    group by suite_id
 
 ),
 
 possible_ranks as (
 
-    select agents.agent_id, r.range::bigint as rank
+    select
+        agents.suite_id,
+        agents.agent_id,
+        unnest(range(1, suites.n_agents + 1))::bigint as rank
+
     from agents
-    cross join range(1, (select count(*) from agents) + 1) as r
+    inner join suites on agents.suite_id = suites.suite_id
 
 ),
 
 rank_counts as (
 
-    select agent_id, rank, count(*) as n_replicates
+    select suite_id, agent_id, rank, count(*) as n_replicates
     from replicates
-    group by agent_id, rank
+    group by suite_id, agent_id, rank
 
 ),
 
 final as (
 
     select
+        possible_ranks.suite_id,
         possible_ranks.agent_id,
         possible_ranks.rank,
-        (coalesce(rank_counts.n_replicates, 0) / n_replicates.replicates)::double as probability
+        (coalesce(rank_counts.n_replicates, 0) / suites.replicates)::double as probability
 
     from possible_ranks
-    cross join n_replicates
+    inner join suites on possible_ranks.suite_id = suites.suite_id
     left join rank_counts
-        on possible_ranks.agent_id = rank_counts.agent_id
+        on possible_ranks.suite_id = rank_counts.suite_id
+        and possible_ranks.agent_id = rank_counts.agent_id
         and possible_ranks.rank = rank_counts.rank
 
 )

@@ -1,5 +1,6 @@
--- Per covered agent: the bootstrap's 95% interval of the primary (best_budget) score and
--- the probability of ranking first (var bootstrap_replicates replicates, var bootstrap_seed).
+-- Per (suite, covered agent): the bootstrap's 95% interval of the primary (best_budget) score
+-- and the probability of ranking first in the suite (var bootstrap_replicates replicates, var
+-- bootstrap_seed).
 with
 
 replicates as (
@@ -18,6 +19,7 @@ leaderboard as (
 intervals as (
 
     select
+        suite_id,
         agent_id,
         quantile_cont(score, 0.025) as score_low,
         quantile_cont(score, 0.975) as score_high,
@@ -25,13 +27,14 @@ intervals as (
         count(*) as replicates
 
     from replicates
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
 final as (
 
     select
+        leaderboard.suite_id,
         leaderboard.agent_id,
         leaderboard.score::double as score,
         intervals.score_low::double as score_low,
@@ -40,7 +43,9 @@ final as (
         intervals.replicates::bigint as replicates
 
     from leaderboard
-    inner join intervals on leaderboard.agent_id = intervals.agent_id
+    inner join intervals
+        on leaderboard.suite_id = intervals.suite_id
+        and leaderboard.agent_id = intervals.agent_id
 
 )
 

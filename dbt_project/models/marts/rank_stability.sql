@@ -1,4 +1,4 @@
--- Per covered agent: mean and sample standard deviation (n − 1) of its task ranks.
+-- Per (suite, covered agent): mean and sample standard deviation (n − 1) of its task ranks.
 with
 
 task_ranks as (
@@ -10,13 +10,14 @@ task_ranks as (
 stability as (
 
     select
+        suite_id,
         agent_id,
         avg(rank)::double as mean_rank,
         stddev_samp(rank)::double as rank_std,
         count(*)::bigint as n_tasks
 
     from task_ranks
-    group by agent_id
+    group by suite_id, agent_id
 
 )
 

@@ -1,6 +1,6 @@
--- Per agent: the median over its settings of IQR ÷ |median| of the counted attempts
+-- Per (suite, agent): the median over its settings of IQR ÷ |median| of the counted attempts
 -- (settings with a zero median or no counted attempt are skipped). Every agent with an
--- attempt appears; is_covered says whether it is on the leaderboard.
+-- attempt in the suite appears; is_covered says whether it is on the suite's leaderboard.
 with
 
 settings as (
@@ -18,12 +18,13 @@ covered as (
 stability as (
 
     select
+        suite_id,
         agent_id,
         quantile_cont(rel_iqr, 0.5)::double as rel_iqr,
         count(rel_iqr)::bigint as n_settings
 
     from settings
-    group by agent_id
+    group by suite_id, agent_id
 
 ),
 
@@ -31,9 +32,12 @@ final as (
 
     select
         stability.*,
-        stability.agent_id in (select agent_id from covered) as is_covered
+        covered.agent_id is not null as is_covered
 
     from stability
+    left join covered
+        on stability.suite_id = covered.suite_id
+        and stability.agent_id = covered.agent_id
 
 )
 

@@ -1,4 +1,4 @@
--- One row per setting (agent, task, budget) with any attempt: tokens and cost over all its
+-- One row per setting (suite, agent, task, budget) with any attempt: tokens and cost over all its
 -- attempts and over its counted attempts, cost per success and normalized points per dollar.
 -- Unknown stays unknown: sums and means skip attempts without a recorded value and are null
 -- when no attempt has one; nothing is ever read as 0.
@@ -25,32 +25,35 @@ points as (
 all_attempts as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
         {{ attempt_cost_aggregates() }}
 
     from runs
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
 counted_attempts as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
         {{ counted_cost_aggregates() }}
 
     from counted
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
 final as (
 
     select
+        all_attempts.suite_id,
         all_attempts.agent_id,
         all_attempts.task_id,
         all_attempts.budget_seconds,
@@ -60,11 +63,13 @@ final as (
 
     from all_attempts
     left join counted_attempts
-        on all_attempts.agent_id = counted_attempts.agent_id
+        on all_attempts.suite_id = counted_attempts.suite_id
+        and all_attempts.agent_id = counted_attempts.agent_id
         and all_attempts.task_id = counted_attempts.task_id
         and all_attempts.budget_seconds = counted_attempts.budget_seconds
     left join points
-        on all_attempts.agent_id = points.agent_id
+        on all_attempts.suite_id = points.suite_id
+        and all_attempts.agent_id = points.agent_id
         and all_attempts.task_id = points.task_id
         and all_attempts.budget_seconds = points.budget_seconds
 

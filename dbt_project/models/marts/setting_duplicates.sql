@@ -1,9 +1,9 @@
--- One row per setting (agent, task, budget) with any attempt: how many distinct submissions its
--- fingerprinted attempts made, among all of them and among the counted ones (the first N
--- successes, the setting's score), and how many of them another agent also submitted for the
--- task. duplicated_counted: two counted attempts submitted the same answer, so the setting's
--- median is not over independent attempts. Unknown stays unknown: attempts without a
--- fingerprint (records before schema 5, failures) are left out, and a flag is null when no
+-- One row per setting (suite, agent, task, budget) with any attempt: how many distinct
+-- submissions its fingerprinted attempts made, among all of them and among the counted ones (the
+-- first N successes, the setting's score), and how many of them another agent of the suite also
+-- submitted for the task. duplicated_counted: two counted attempts submitted the same answer, so
+-- the setting's median is not over independent attempts. Unknown stays unknown: attempts without
+-- a fingerprint (records before schema 5, failures) are left out, and a flag is null when no
 -- attempt it looks at has one.
 with
 
@@ -21,7 +21,7 @@ counted as (
 
 twins as (
 
-    select run_id, is_counted, n_other_agent_twins
+    select suite_id, run_id, is_counted, n_other_agent_twins
     from {{ ref('submission_twins') }}
 
 ),
@@ -29,6 +29,7 @@ twins as (
 all_attempts as (
 
     select
+        runs.suite_id,
         runs.agent_id,
         runs.task_id,
         runs.budget_seconds,
@@ -41,14 +42,16 @@ all_attempts as (
 
     from runs
     left join twins
-        on runs.run_id = twins.run_id
-    group by runs.agent_id, runs.task_id, runs.budget_seconds
+        on runs.suite_id = twins.suite_id
+        and runs.run_id = twins.run_id
+    group by runs.suite_id, runs.agent_id, runs.task_id, runs.budget_seconds
 
 ),
 
 counted_attempts as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
@@ -57,14 +60,14 @@ counted_attempts as (
         count(distinct submission_normalized_sha256) as n_distinct_counted_submissions
 
     from counted
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
 final as (
 
     select
-        null::varchar as suite_id,
+        a.suite_id,
         a.agent_id,
         a.task_id,
         a.budget_seconds,
@@ -86,7 +89,8 @@ final as (
 
     from all_attempts as a
     left join counted_attempts as c
-        on a.agent_id = c.agent_id
+        on a.suite_id = c.suite_id
+        and a.agent_id = c.agent_id
         and a.task_id = c.task_id
         and a.budget_seconds = c.budget_seconds
 

@@ -1,4 +1,4 @@
--- One row per setting (agent, task, budget) with any attempt: the median, quartiles and
+-- One row per setting (suite, agent, task, budget) with any attempt: the median, quartiles and
 -- spread of its counted attempts (first N successes), and its attempt counts.
 with
 
@@ -17,6 +17,7 @@ counted as (
 attempt_counts as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
@@ -25,13 +26,14 @@ attempt_counts as (
         count(*) filter (where status = 'success') as successes
 
     from runs
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
 counted_stats as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         budget_seconds,
@@ -44,13 +46,14 @@ counted_stats as (
         quantile_cont(score_hib, 0.5) as median_score_hib
 
     from counted
-    group by agent_id, task_id, budget_seconds
+    group by suite_id, agent_id, task_id, budget_seconds
 
 ),
 
 final as (
 
     select
+        attempt_counts.suite_id,
         attempt_counts.agent_id,
         attempt_counts.task_id,
         attempt_counts.budget_seconds,
@@ -73,7 +76,8 @@ final as (
 
     from attempt_counts
     left join counted_stats
-        on attempt_counts.agent_id = counted_stats.agent_id
+        on attempt_counts.suite_id = counted_stats.suite_id
+        and attempt_counts.agent_id = counted_stats.agent_id
         and attempt_counts.task_id = counted_stats.task_id
         and attempt_counts.budget_seconds = counted_stats.budget_seconds
 

@@ -1,10 +1,8 @@
--- Per setting (agent, task, budget): successes ÷ attempts, one count per status, and the
+-- Per setting (suite, agent, task, budget): successes ÷ attempts, one count per status, and the
 -- harness-error ceiling: after that many harness_error attempts the suite's runner gives the
 -- setting no more (harness faults are re-run, so a recurring one would re-run it forever).
--- The ceiling is the suite file's (raw.suites, joined on the attempts' suite_id); attempts of
--- one setting may name several suites (they can share a runs folder): the smallest ceiling
--- applies, as any of them stops the setting there. Unknown (null, never reached) when no
--- attempt names a loaded suite (imported results, attempts outside a suite, a removed suite).
+-- The ceiling is the suite file's (raw.suites, joined on the setting's suite_id). Unknown (null,
+-- never reached) when the suite is not loaded (imported results, a removed suite file).
 with
 
 runs as (
@@ -19,18 +17,28 @@ suites as (
 
 ),
 
+counts as (
+
+    select
+        suite_id,
+        agent_id,
+        task_id,
+        budget_seconds,
+        {{ status_counts() }}
+
+    from runs
+    group by suite_id, agent_id, task_id, budget_seconds
+
+),
+
 rates as (
 
     select
-        runs.agent_id,
-        runs.task_id,
-        runs.budget_seconds,
-        {{ status_counts() }},
-        min(suites.harness_error_ceiling)::integer as harness_error_ceiling
+        counts.*,
+        suites.harness_error_ceiling::integer as harness_error_ceiling
 
-    from runs
-    left join suites on runs.suite_id = suites.suite_id
-    group by runs.agent_id, runs.task_id, runs.budget_seconds
+    from counts
+    left join suites on counts.suite_id = suites.suite_id
 
 ),
 

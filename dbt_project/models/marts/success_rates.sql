@@ -1,5 +1,5 @@
--- Per agent, over all its attempts (every setting, every attempt): successes ÷ attempts
--- and one count per status.
+-- Per (suite, agent), over all its attempts in the suite (every setting, every attempt):
+-- successes ÷ attempts and one count per status.
 with
 
 runs as (
@@ -11,11 +11,12 @@ runs as (
 rates as (
 
     select
+        suite_id,
         agent_id,
         {{ status_counts() }}
 
     from runs
-    group by agent_id
+    group by suite_id, agent_id
 
 )
 

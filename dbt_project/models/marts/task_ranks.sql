@@ -1,4 +1,5 @@
--- Per (agent, task): the best normalized points over budgets and the agent's rank on the task.
+-- Per (suite, agent, task): the best normalized points over budgets and the agent's rank on the
+-- task among the suite's ranked agents.
 with
 
 points as (
@@ -9,19 +10,20 @@ points as (
 
 best as (
 
-    select agent_id, task_id, max(points)::double as best_points
+    select suite_id, agent_id, task_id, max(points)::double as best_points
     from points
-    group by agent_id, task_id
+    group by suite_id, agent_id, task_id
 
 ),
 
 ranked as (
 
     select
+        suite_id,
         agent_id,
         task_id,
         best_points,
-        {{ min_rank('best_points', 'task_id') }}::bigint as rank
+        {{ min_rank('best_points', 'suite_id, task_id') }}::bigint as rank
 
     from best
 

@@ -1,4 +1,4 @@
--- Per covered agent and budget: the mean normalized points over tasks.
+-- Per (suite, covered agent, budget): the mean normalized points over tasks.
 with
 
 points as (
@@ -10,13 +10,14 @@ points as (
 scaling as (
 
     select
+        suite_id,
         agent_id,
         budget_seconds,
         avg(points)::double as mean_points,
         count(*)::bigint as n_tasks
 
     from points
-    group by agent_id, budget_seconds
+    group by suite_id, agent_id, budget_seconds
 
 )
 

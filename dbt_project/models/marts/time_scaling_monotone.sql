@@ -1,5 +1,5 @@
--- Per covered agent: the share of its (agent, task) curves whose normalized points never
--- decrease as the budget grows (the curves and their rule: int_time_scaling_curves).
+-- Per (suite, covered agent): the share of its (agent, task) curves whose normalized points
+-- never decrease as the budget grows (the curves and their rule: int_time_scaling_curves).
 with
 
 curves as (
@@ -11,13 +11,14 @@ curves as (
 shares as (
 
     select
+        suite_id,
         agent_id,
         count(*)::bigint as curves,
         count(*) filter (where is_monotone)::bigint as monotone_curves,
         (count(*) filter (where is_monotone) / count(*))::double as share_monotone
 
     from curves
-    group by agent_id
+    group by suite_id, agent_id
 
 )
 
