@@ -195,7 +195,7 @@ def leaderboard(
     where, params = _where(filters)
     return _read(
         con,
-        f"select * exclude (variant) from display.leaderboard_display where variant = ?{where} "
+        f"select * exclude (suite_id, variant) from display.leaderboard_display where variant = ?{where} "
         "order by rank, agent_id",
         [variant, *params],
     )
@@ -438,9 +438,9 @@ def submission_twins(
     budget, or another agent. The relation is of a pair of attempts, relative to the one opened,
     so no mart holds it for every pair (a deterministic agent has thousands of twins).
 
-    twin_key: the opened attempt's (task_id, submission_normalized_sha256, agent_id,
-    budget_seconds)."""
-    task_id, fingerprint, agent_id, budget_seconds = twin_key
+    twin_key: the opened attempt's (suite_id, task_id, submission_normalized_sha256, agent_id,
+    budget_seconds): twins are of one suite's attempts."""
+    suite_id, task_id, fingerprint, agent_id, budget_seconds = twin_key
     return _read(
         con,
         """
@@ -452,12 +452,13 @@ def submission_twins(
                     else 'another agent' end as relation,
                count(*) over () as total
         from marts.submission_twins
-        where task_id = $task and submission_normalized_sha256 = $fingerprint
-            and run_id <> $run_id
+        where suite_id = $suite and task_id = $task
+            and submission_normalized_sha256 = $fingerprint and run_id <> $run_id
         order by created_at, run_id
         limit $limit
         """,
         {
+            "suite": suite_id,
             "agent": agent_id,
             "budget": int(budget_seconds),
             "task": task_id,

@@ -169,9 +169,10 @@ def _usage_value(value: object) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
-def show_twins(path: Path, record: dict) -> None:
-    """The other attempts of the task that submitted the same answer (same canonical
-    fingerprint): a replay when of the same setting. Ids are shown in a table, never as Markdown."""
+def show_twins(path: Path, suite: str | None, record: dict) -> None:
+    """The other attempts of the task, in the suite shown, that submitted the same answer (same
+    canonical fingerprint): a replay when of the same setting. Ids are shown in a table, never as
+    Markdown."""
     if record.get("submission_normalized_sha256") is None:
         st.caption(
             "Twins: this attempt has no submission fingerprint (only successful attempts of "
@@ -183,7 +184,8 @@ def show_twins(path: Path, record: dict) -> None:
                    "is not compared with others.")  # fmt: skip
         return
     key = ("task_id", "submission_normalized_sha256", "agent_id", "budget_seconds")
-    twins = query("submission_twins", path, record["run_id"], tuple(record[k] for k in key))
+    twin_key = (suite, *(record[k] for k in key))
+    twins = query("submission_twins", path, record["run_id"], twin_key)
     if twins.empty:
         st.caption("Twins: none. No other attempt of this task submitted the same answer.")
         return
@@ -255,7 +257,7 @@ st.download_button(
 
 
 @st.fragment
-def show_attempt(path: Path, spaces: dict[str, str]) -> None:
+def show_attempt(path: Path, suite: str | None, spaces: dict[str, str]) -> None:
     """The attempt chosen in the box, with its record, messages, twins and files. A fragment:
     choosing another attempt reruns only this, not the router, the sidebar and the attempts
     table above (2,000 rows sent to the browser again).
@@ -278,7 +280,7 @@ def show_attempt(path: Path, spaces: dict[str, str]) -> None:
         st.caption(
             " · ".join(f"{k.replace('_', ' ')}: {_usage_value(v)}" for k, v in usage.items())
         )
-    show_twins(path, record)
+    show_twins(path, suite, record)
     show_source_fields(record)
     tabs = st.tabs(["Record", "stdout", "stderr", "Transcript", "Submission", "Sandbox"])
     with tabs[0]:
@@ -300,5 +302,5 @@ def show_attempt(path: Path, spaces: dict[str, str]) -> None:
 
 
 if not shown.empty:
-    show_attempt(path, dict(zip(shown["run_id"], shown["run_space"], strict=True)))
+    show_attempt(path, filters.suite, dict(zip(shown["run_id"], shown["run_space"], strict=True)))
 footer(path)

@@ -353,7 +353,7 @@ def test_duplicated_settings_lists_the_replayed_setting(con):
 
 def _twins(con, agent: str, task: str, budget: int, minute: int, **kwargs) -> pd.DataFrame:
     record = queries.run_record(con, "demo", run_id_of(agent, task, budget, minute))
-    key = (task, record["submission_normalized_sha256"], agent, budget)
+    key = ("demo", task, record["submission_normalized_sha256"], agent, budget)
     return queries.submission_twins(con, record["run_id"], key, **kwargs)
 
 
