@@ -160,6 +160,7 @@ def sidebar_filters(path: Path) -> None:
     first, last = options["first_day"], options["last_day"]
     if first is not None:
         state[DATE_BOUNDS_KEY] = (first, last)  # the whole range = no date filter
+    _keep_within(options)
     with st.sidebar.expander("Filters", key=FILTERS_OPEN_KEY, on_change="rerun") as box:
         if not box.open:
             return
@@ -180,6 +181,22 @@ def sidebar_filters(path: Path) -> None:
                 key=dates,
             )
         box.caption(FILTER_SCOPE)
+
+
+def _keep_within(options: dict) -> None:
+    """Drop the selections another suite's options allowed and this suite's do not (agents it has
+    no attempt of, days outside its attempts): a widget refuses a value outside its options."""
+    state = st.session_state
+    for name in ("agents", "tasks", "budgets"):
+        key = FILTER_KEYS[name]
+        if key in state:
+            state[key] = [v for v in state[key] or () if v in options[name]]
+    dates = state.get(FILTER_KEYS["dates"])
+    first, last = options["first_day"], options["last_day"]
+    if dates is not None and (
+        first is None or any(not first <= day <= last for day in dates if day is not None)
+    ):
+        del state[FILTER_KEYS["dates"]]
 
 
 def chosen_suite(path: Path) -> str | None:

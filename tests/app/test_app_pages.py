@@ -143,7 +143,9 @@ def test_run_explorer_shows_source_fields_of_imported_runs(app_snapshot: Path, m
     monkeypatch.setattr(
         queries,
         "run_record",
-        lambda path, run_id: real_record(path, run_id) | {"source_fields": json.dumps(fields)},
+        lambda con, space, run_id: (
+            real_record(con, space, run_id) | {"source_fields": json.dumps(fields)}
+        ),
     )
     at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
     (table,) = _source_fields(at)
@@ -378,8 +380,8 @@ def test_run_explorer_shows_agent_text_as_text(app_snapshot: Path, monkeypatch):
 
     real_record = queries.run_record
 
-    def hostile_record(path, run_id):
-        record = real_record(path, run_id)
+    def hostile_record(con, space, run_id):
+        record = real_record(con, space, run_id)
         return record | {
             "validation_code": "wrong_columns",
             "validation_message": f"the header is {HOSTILE!r}",

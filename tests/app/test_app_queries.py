@@ -25,6 +25,9 @@ from tests.support.dashboard_snapshot import (
 from tests.support.records import T0
 
 
+DEMO = queries.Filters(suite="demo")  # aggregates are per suite: every page shows one
+
+
 @pytest.fixture(scope="module")
 def con(app_snapshot: Path):
     connection = queries.open_snapshot(app_snapshot)
@@ -67,7 +70,7 @@ def test_snapshot_identity_changes_with_a_new_snapshot(app_snapshot: Path, tmp_p
 
 
 def test_leaderboard_ranks_covered_agents_with_success_rate(con):
-    board = queries.leaderboard(con, "best_budget")
+    board = queries.leaderboard(con, "best_budget", DEMO)
     assert list(board["agent_id"]) == ["alpha", "beta"]  # gamma is not covered
     assert list(board["rank"]) == [1, 2]
     assert board.loc[0, "score"] == pytest.approx(2 / 3)
@@ -78,15 +81,15 @@ def test_leaderboard_ranks_covered_agents_with_success_rate(con):
     assert board[["score_low", "score_high", "p_rank_1"]].notna().all().all()
     assert board.loc[0, "mean_rank_sd"] == "1.33 ± 0.58"
     for variant in ("all_cells", "largest_budget"):
-        other = queries.leaderboard(con, variant)
+        other = queries.leaderboard(con, variant, DEMO)
         assert list(other["agent_id"]) == ["alpha", "beta"], variant
         assert other[["score_interval", "p_rank_1"]].isna().all().all()  # primary only
     with pytest.raises(ValueError):
-        queries.leaderboard(con, "nope")
+        queries.leaderboard(con, "nope", DEMO)
 
 
 def test_coverage_says_who_is_not_ranked(con):
-    cov = queries.coverage(con).set_index("agent_id")
+    cov = queries.coverage(con, filters=DEMO).set_index("agent_id")
     assert bool(cov.loc["alpha", "is_ranked"]) and bool(cov.loc["beta", "is_ranked"])
     assert not bool(cov.loc["gamma", "is_ranked"])
     assert cov.loc["gamma", "settings"] == len(TASKS) * len(BUDGETS)
@@ -94,13 +97,13 @@ def test_coverage_says_who_is_not_ranked(con):
 
 
 def test_setting_scores_and_success_rates(con):
-    scores = queries.setting_scores(con)
+    scores = queries.setting_scores(con, filters=DEMO)
     assert len(scores) == 2 * len(TASKS) * len(BUDGETS) + 2  # gamma: t1 60 s, t2 600 s
     row = scores.set_index(["agent_id", "task_id", "budget_seconds"]).loc[("alpha", "t1", 60)]
     assert row["median_score"] == pytest.approx(0.6 + 0.006 + 0.002)
-    rates = queries.success_rates(con).set_index("agent_id")
+    rates = queries.success_rates(con, filters=DEMO).set_index("agent_id")
     assert rates.loc["gamma", "success_rate"] == pytest.approx(1 / 3)
-    long = queries.status_counts(con)
+    long = queries.status_counts(con, filters=DEMO)
     counts = long.set_index(["agent_id", "status"])["attempts"]
     assert counts[("beta", "timeout")] == 1 and counts[("gamma", "runtime_error")] == 1
     assert set(long["status"]) == set(STATUSES) and len(long) == 3 * len(STATUSES)
@@ -108,12 +111,12 @@ def test_setting_scores_and_success_rates(con):
 
 
 def test_rank_stability_task_ranks_and_time_scaling(con):
-    stab = queries.rank_stability(con).set_index("agent_id")
+    stab = queries.rank_stability(con, filters=DEMO).set_index("agent_id")
     assert stab.loc["alpha", "mean_rank"] == pytest.approx(4 / 3)
     assert stab.loc["beta", "mean_rank"] == pytest.approx(5 / 3)
-    ranks = queries.task_ranks(con).set_index(["agent_id", "task_id"])["rank"]
+    ranks = queries.task_ranks(con, filters=DEMO).set_index(["agent_id", "task_id"])["rank"]
     assert ranks[("alpha", "t1")] == 1 and ranks[("beta", "t2")] == 1
-    scaling = queries.time_scaling(con)
+    scaling = queries.time_scaling(con, filters=DEMO)
     assert set(scaling["budget_seconds"]) == set(BUDGETS)
     assert set(scaling["agent_id"]) == {"alpha", "beta"}
 
@@ -207,13 +210,13 @@ def test_filter_options(con):
 
 
 def test_leaderboard_badges_and_metadata(con):
-    board = queries.leaderboard(con).set_index("agent_id")
+    board = queries.leaderboard(con, filters=DEMO).set_index("agent_id")
     assert board.loc["alpha", "contamination"] == "⚠ t1"
     assert board.loc["beta", "contamination"] == "✓ clean"
     settings = len(TASKS) * len(BUDGETS)
     assert (board["coverage"] == f"✓ {settings}/{settings}").all()
     assert {"harness", "provider", "model_id", "agent_title", "success_rate"} <= set(board.columns)
-    cov = queries.coverage(con).set_index("agent_id")
+    cov = queries.coverage(con, filters=DEMO).set_index("agent_id")
     assert cov.loc["alpha", "badge"] == "✓ ranked"
     assert cov.loc["gamma", "badge"] == (
         f"✗ {settings} of {settings} settings incomplete · ⛔ 1 stopped at the harness-error ceiling"
@@ -221,10 +224,10 @@ def test_leaderboard_badges_and_metadata(con):
 
 
 def test_filters_select_rows_of_the_marts(con):
-    beta = queries.Filters(agents=("beta",))
+    beta = queries.Filters(suite="demo", agents=("beta",))
     board = queries.leaderboard(con, "best_budget", beta)
     assert list(board["agent_id"]) == ["beta"] and list(board["rank"]) == [2]  # rank kept
-    cell = queries.Filters(tasks=("t2",), budgets=(60,))
+    cell = queries.Filters(suite="demo", tasks=("t2",), budgets=(60,))
     scores = queries.setting_scores(con, cell)
     assert set(scores["task_id"]) == {"t2"} and set(scores["budget_seconds"]) == {60}
     assert len(scores) == 2
@@ -263,7 +266,7 @@ def test_filters_select_attempts(con):
 
 
 def test_counted_attempts_of_one_task_and_budget(con):
-    counted = queries.counted_attempts(con, "t1", 60)
+    counted = queries.counted_attempts(con, "t1", 60, DEMO)
     per_agent = counted.groupby("agent_id").size().to_dict()
     assert per_agent == {"alpha": 5, "beta": 5, "gamma": 1}
     assert set(counted["success_index"]) == {1, 2, 3, 4, 5}
@@ -277,14 +280,14 @@ def test_counted_attempts_of_one_task_and_budget(con):
 
 
 def test_performance_stability_and_monotone_curves(con):
-    rates = queries.success_rates(con).set_index("agent_id")
+    rates = queries.success_rates(con, filters=DEMO).set_index("agent_id")
     scatter = rates.dropna(subset=["rank"])
     assert sorted(scatter.index) == ["alpha", "beta"]
     assert scatter.loc["alpha", "score"] == pytest.approx(2 / 3)
     assert (scatter["run_rel_iqr"] > 0).all()
-    shares = queries.time_scaling_monotone(con).set_index("agent_id")
+    shares = queries.time_scaling_monotone(con, filters=DEMO).set_index("agent_id")
     assert shares.loc["alpha", "curves"] == len(TASKS)
-    curves = queries.monotone_curves(con)
+    curves = queries.monotone_curves(con, filters=DEMO)
     assert len(curves) == 2 * len(TASKS)
     per_agent = curves.groupby("agent_id")["is_monotone"].sum()
     assert (per_agent == shares["monotone_curves"].reindex(per_agent.index)).all()
@@ -292,7 +295,7 @@ def test_performance_stability_and_monotone_curves(con):
 
 
 def test_cost_marts_keep_unknown_cost_unknown(con):
-    costs = queries.agent_costs(con).set_index("agent_id")
+    costs = queries.agent_costs(con, filters=DEMO).set_index("agent_id")
     attempts = 2 * len(TASKS) * len(BUDGETS) * 5 // 2  # alpha's attempts
     assert costs.loc["alpha", "attempts_with_cost"] == attempts
     assert costs.loc["alpha", "cost_total_usd"] == pytest.approx(attempts * ALPHA_COST)
@@ -303,7 +306,9 @@ def test_cost_marts_keep_unknown_cost_unknown(con):
         assert costs.loc[agent, "attempts_with_cost"] == 0
         assert pd.isna(costs.loc[agent, "cost_total_usd"])  # unknown, not 0
         assert pd.isna(costs.loc[agent, "points_per_dollar"])
-    settings = queries.setting_costs(con).set_index(["agent_id", "task_id", "budget_seconds"])
+    settings = queries.setting_costs(con, filters=DEMO).set_index(
+        ["agent_id", "task_id", "budget_seconds"]
+    )
     alpha = settings.loc[("alpha", "t1", 60)]
     assert alpha["points"] == pytest.approx(1.0)
     assert alpha["points_per_dollar"] == pytest.approx(1.0 / ALPHA_COST)
@@ -311,10 +316,10 @@ def test_cost_marts_keep_unknown_cost_unknown(con):
 
 
 def test_settings_stopped_at_the_harness_error_ceiling(con):
-    cov = queries.coverage(con).set_index("agent_id")
+    cov = queries.coverage(con, filters=DEMO).set_index("agent_id")
     assert cov["harness_errors"].to_dict() == {"alpha": 0, "beta": 0, "gamma": 3}
     assert cov["stopped_at_harness_error_ceiling"].to_dict() == {"alpha": 0, "beta": 0, "gamma": 1}
-    stopped = queries.stopped_settings(con)
+    stopped = queries.stopped_settings(con, filters=DEMO)
     assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["gamma", "t2", 600]
     ]
@@ -323,7 +328,9 @@ def test_settings_stopped_at_the_harness_error_ceiling(con):
     assert (row["n_harness_error"], row["harness_error_ceiling"], row["missing"]) == (3, 3, 5)
     assert queries.stopped_settings(con, queries.Filters(agents=("beta",))).empty
 
-    scores = queries.setting_scores(con).set_index(["agent_id", "task_id", "budget_seconds"])
+    scores = queries.setting_scores(con, filters=DEMO).set_index(
+        ["agent_id", "task_id", "budget_seconds"]
+    )
     assert scores.loc[("gamma", "t2", 600), "harness_errors"] == "⛔ 3 of 3: stopped at the ceiling"
     assert bool(scores.loc[("gamma", "t2", 600), "stopped_at_harness_error_ceiling"])
     assert scores.loc[("alpha", "t1", 60), "harness_errors"] == "0 of 3"
@@ -331,17 +338,17 @@ def test_settings_stopped_at_the_harness_error_ceiling(con):
 
 
 def test_leaderboard_badges_replayed_and_shared_submissions(con):
-    board = queries.leaderboard(con).set_index("agent_id")
+    board = queries.leaderboard(con, filters=DEMO).set_index("agent_id")
     assert board.loc["alpha", "duplicates"] == "⚠ 1 setting(s) replayed"
     assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared"
-    assert "duplicates" in queries.leaderboard(con, "all_cells").columns
+    assert "duplicates" in queries.leaderboard(con, "all_cells", DEMO).columns
 
     # the other badges ("✓ distinct", "unknown"): the dbt unit test of
     # leaderboard_display (dbt_project/models/display/leaderboard_display.yml)
 
 
 def test_duplicated_settings_lists_the_replayed_setting(con):
-    settings = queries.duplicated_settings(con)
+    settings = queries.duplicated_settings(con, filters=DEMO)
     assert settings[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["alpha", "t3", 600]
     ]

@@ -158,7 +158,7 @@ def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
 
 
 def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifacts: Path):
-    """The ceiling comes from raw.suites (the suite files), through each attempt's suite_id."""
+    """The ceiling comes from raw.suites (the suite files), for the suite that counts the run."""
     path = tmp_path / "ceiling.duckdb"
 
     def faults(agent: str, n: int, suite: str | None, first: int = 0) -> list[RunRecord]:
@@ -172,9 +172,10 @@ def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifac
         *faults("unlucky", 2, "strict"),  # 2 of 3 and 4 successes
         *(run_record("unlucky", "t1", 60, 10 + i, suite_id="strict") for i in range(4)),
         *faults("lenient", 3, "loose"),  # 3 of 5
-        *faults("imported", 4, None),  # no suite: ceiling unknown
     ]
     insert_runs(path, records)
+    # imported runs: their source is their suite, which has no suite file: ceiling unknown
+    insert_runs(path, faults("imported", 4, None), source="tml-bench", run_space="tml-bench")
     insert_suites(path, {"strict": 3, "loose": 5})
     build_marts(path, artifacts_dir=artifacts)
 

@@ -151,7 +151,8 @@ def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
     assert board.exit_code == 0, board.output
     assert board.output.startswith("tmlbench leaderboard: ") and "(demo)" in board.output
     ranking, medians = table_rows(board.output)[:1], table_rows(board.output)[1:]
-    assert ranking == [["1", "c", "1.000", "1.000", "1.000", "1.00 ± -", "100%", "0.0000"]]
+    # c alone in its suite: every task's range is one score, worth the middle points (0.5)
+    assert ranking == [["1", "c", "0.500", "0.500", "0.500", "1.00 ± -", "100%", "0.0000"]]
     assert "setting medians (first 1 successes)" in board.output
     assert medians == [["t", "c", "0.7500"]]  # the first success only
     assert "not ranked" not in board.output  # b lacks successes, but outside the suite
