@@ -290,13 +290,65 @@ def test_two_suites_in_one_warehouse_give_each_suite_what_it_gives_alone(
     assert set(board["agent_id"]) == {"a"}
 
 
+def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
+    tmp_path: Path, artifacts: Path
+):
+    """The demo's and tml-v1's folders hold the same run ids (baselines on the same tasks); suite
+    c shares a's folder but lists only agent x (as tml-v1-llm shares tml-v1's baselines). Each
+    suite's rows equal those of a warehouse holding that suite alone."""
+
+    def records(suite: str, edges: dict[str, float]) -> list[RunRecord]:
+        return [
+            run_record(agent, task, 60, minute, score=0.5 + edge + minute / 100, suite_id=suite)
+            for agent, edge in edges.items()
+            for task in ("t1", "t2")
+            for minute in range(5)
+        ]  # default run ids: the same in both folders
+
+    a, b = records("a", {"x": 0.1, "y": 0.0}), records("b", {"x": 0.0, "y": 0.2})
+    only_x = [r.model_copy(update={"suite_id": "c"}) for r in a if r.agent_id == "x"]
+    vars_ = {"bootstrap_replicates": 20}
+    paths = {name: tmp_path / f"{name}.duckdb" for name in ("together", "a", "b", "c")}
+    for name, runs in (("together", a + b), ("a", a), ("b", b), ("c", only_x)):
+        insert_runs(paths[name], runs)
+        insert_tasks(paths[name], {"t1": ("maximize", None), "t2": ("maximize", None)})
+    with duckdb.connect(str(paths["together"])) as con:  # suite c: a's folder, x's settings
+        con.execute(
+            "insert into raw.suites by name select 'c' as suite_id, 'c' as title, "
+            "5 as attempts, 10 as attempt_ceiling, 3 as harness_error_ceiling, "
+            "'a' as runs_subdir, 'x' as spec_sha256, now() as loaded_at"
+        )
+        con.execute(
+            "insert into raw.suite_settings select distinct 'c', agent_id, task_id, "
+            "budget_seconds from raw.runs where run_space = 'a' and agent_id = 'x'"
+        )
+    for path in paths.values():
+        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts)
+
+    together = {suite: _rows(paths["together"], suite) for suite in ("a", "b", "c")}
+    for suite in ("a", "b", "c"):
+        alone = _rows(paths[suite], suite)
+        for name, frame in alone.items():
+            got = together[suite][name]
+            if "run_space" in frame.columns:  # c's runs lie in a's folder; alone, in c's
+                got, frame = got.drop(columns="run_space"), frame.drop(columns="run_space")
+            pd.testing.assert_frame_equal(got, frame, obj=f"{name} of {suite}")
+    winners = {
+        suite: tables["marts.leaderboard"]
+        .query("variant == 'best_budget' and rank == '1'")["agent_id"]
+        .tolist()
+        for suite, tables in together.items()
+    }
+    assert winners == {"a": ["x"], "b": ["y"], "c": ["x"]}
+
+
 # --- the project's layout (no build) --------------------------------------------------------
 
 MODELS = REPO_ROOT / "dbt_project" / "models"
 # Models without arithmetic of their own (renames, casts, a filter, a join): no unit test.
 PASS_THROUGH = {
-    "stg_raw__agents", "stg_raw__baselines", "stg_raw__suites", "stg_raw__tasks",
-    "int_setting_runs", "counted_attempts",
+    "stg_raw__agents", "stg_raw__baselines", "stg_raw__suites", "stg_raw__suite_settings",
+    "stg_raw__tasks", "counted_attempts", "suite_runs",
 }  # fmt: skip
 
 

@@ -4,17 +4,16 @@ submission fingerprints repeat in the ways that matter and in the ways that must
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from runner.records import RunRecord, write_record
-from tests.support.dbt_warehouse import read_mart
+from tests.support.dbt_warehouse import count_every_setting, read_mart
 from tests.support.records import make_record
 from warehouse.db import apply_ddl, connect
-from warehouse.loader import Candidate, ingest, load_runs
+from warehouse.loader import load_runs
 from warehouse.marts import build_marts
 
 
@@ -43,8 +42,8 @@ def in_suite(record: RunRecord) -> RunRecord:
     return record.model_copy(update={"suite_id": SUITE})
 
 
-def scenario() -> tuple[list[RunRecord], RunRecord]:
-    """tmlbench records, and one imported TML-bench run (loaded with its source's extra fields)."""
+def scenario() -> list[RunRecord]:
+    """The suite's records: a replayer, an honest agent, and a copycat sharing one answer."""
     records = []
     # replayer, t1 at 60 s: five successes; the 2nd and 4th submit the same answer (written out
     # differently: other bytes, same canonical content): a replay among the counted attempts
@@ -66,7 +65,7 @@ def scenario() -> tuple[list[RunRecord], RunRecord]:
         for minute in range(5):
             normalized = sha(f"honest t1 {budget} {minute}")
             if (budget, minute) == (600, 2):
-                normalized = SHARED  # the imported model submitted the same answer
+                normalized = SHARED  # the copycat submitted the same answer
             records.append(
                 fingerprinted(make_record("honest", "t1", budget, minute, score=0.6), normalized)
             )
@@ -79,30 +78,17 @@ def scenario() -> tuple[list[RunRecord], RunRecord]:
     # a record from before schema 5: no fingerprint, nothing known
     records.append(make_record("legacy", "t1", 60, 0, schema_version=4))
 
-    imported = fingerprinted(
-        make_record(
-            "kilo-model",
-            "t1",
-            300,
-            0,
-            score=0.6,
-            agent_kind="command",
-            harness="kilo",
-            sandbox_backend="tml-bench",
-            run_id="tml-bench-0001",
-        ),
-        SHARED,
-    )
-    return records, imported
+    # another agent of the suite, at another budget, submitting honest's answer
+    records.append(fingerprinted(make_record("copycat", "t1", 300, 0, score=0.6), SHARED))
+    return records
 
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("duplicates")
-    records, imported = scenario()
-    records, imported = [in_suite(r) for r in records], in_suite(imported)
+    records = [in_suite(r) for r in scenario()]
     for record in records:
-        run_dir = root / "runs" / record.run_id
+        run_dir = root / "runs" / SUITE / record.run_id  # the suite's folder
         run_dir.mkdir(parents=True)
         write_record(run_dir, record)
     path = root / "warehouse.duckdb"
@@ -111,12 +97,9 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         apply_ddl(con)
         report = load_runs(con, root / "runs")
         assert not report.rejected and report.new == len(records), report.rejected
-        fields = json.dumps({"mode": "agent", "temperature": 0.2, "secondary_r2": 0.41})
-        candidate = Candidate(imported, "results.sqlite#run_id=tml-bench-0001", "x", fields)
-        report = ingest(con, [candidate], source="tml-bench")
-        assert report.new == 1, report.rejected
     finally:
         con.close()
+    count_every_setting(path)  # the suite file: every setting of its folder
     build_marts(path, dbt_vars={"bootstrap_replicates": 5}, artifacts_dir=root / "dbt")
     return path
 
@@ -141,7 +124,7 @@ def test_the_duplicate_mart_flags_the_replayed_submission_and_nothing_else(wareh
 
     shared = groups.loc[SHARED]
     assert bool(shared["across_agents"]) and not bool(shared["within_setting"])
-    assert list(shared["agent_ids"]) == ["honest", "kilo-model"]  # a tmlbench and an imported run
+    assert list(shared["agent_ids"]) == ["copycat", "honest"]
     assert (shared["n_attempts"], shared["n_settings"], shared["n_counted"]) == (2, 2, 2)
 
 
@@ -151,7 +134,7 @@ def test_twins_list_exactly_the_attempts_of_the_two_groups(warehouse: Path):
         _run_id("replayer", "t1", 60, 1),
         _run_id("replayer", "t1", 60, 3),
         _run_id("honest", "t1", 600, 2),
-        "tml-bench-0001",
+        _run_id("copycat", "t1", 300, 0),
     }
     replay = twins.loc[_run_id("replayer", "t1", 60, 3)]
     assert (replay["n_twins"], replay["n_same_setting_twins"], replay["n_other_agent_twins"]) == (
@@ -164,7 +147,7 @@ def test_twins_list_exactly_the_attempts_of_the_two_groups(warehouse: Path):
         replay["submission_sha256"]
         != twins.loc[_run_id("replayer", "t1", 60, 1)]["submission_sha256"]
     )  # other bytes, same answer
-    assert twins.loc["tml-bench-0001", "n_other_agent_twins"] == 1
+    assert twins.loc[_run_id("copycat", "t1", 300, 0), "n_other_agent_twins"] == 1
 
 
 def test_setting_duplicates_flag_only_the_replayed_setting(warehouse: Path):
@@ -181,7 +164,7 @@ def test_setting_duplicates_flag_only_the_replayed_setting(warehouse: Path):
     assert (honest["n_fingerprinted"], honest["n_distinct_submissions"]) == (5, 5)
     assert not bool(honest["duplicated_counted"])
     shared = settings["n_shared_with_other_agents"]
-    assert shared[shared > 0].to_dict() == {("honest", "t1", 600): 1, ("kilo-model", "t1", 300): 1}
+    assert shared[shared > 0].to_dict() == {("honest", "t1", 600): 1, ("copycat", "t1", 300): 1}
     legacy = settings.loc[("legacy", "t1", 60)]  # unknown, not "distinct"
     assert pd.isna(legacy["duplicated_counted"]) and pd.isna(legacy["duplicated"])
 
@@ -195,7 +178,7 @@ def test_a_replay_after_the_counted_attempts_is_flagged_but_not_counted(
     late = in_suite(
         fingerprinted(make_record("honest", "t1", 60, 30, score=0.6), sha("honest t1 60 0"))
     )
-    run_dir = tmp_path / "runs" / late.run_id
+    run_dir = tmp_path / "runs" / SUITE / late.run_id
     run_dir.mkdir(parents=True)
     write_record(run_dir, late)
     con = connect(path)

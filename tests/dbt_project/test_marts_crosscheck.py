@@ -5,8 +5,8 @@ status, settings with more than 5 successes and ties in created_at (broken by ru
 uncovered agent (too few successes in one setting, none at all in another, a zero median),
 an agent tied with another in a cell, and a cell where all covered agents score the same —
 all in suite "main". Suite "side" shares agents and tasks with it (earlier attempts, other
-scores, an agent of its own, a harness-error ceiling of its own) and suite "removed" is not in
-raw.suites: the reference computes every suite alone (ARCHITECTURE.md: a suite's marts never
+scores, an agent of its own, a harness-error ceiling of its own) and suite "removed" has no
+suite file (so it counts nothing; its runs stay in raw.runs): the reference computes every suite alone (ARCHITECTURE.md: a suite's marts never
 include another suite's runs), from the (suite, run) pairs of int_setting_runs (which runs a
 suite counts is that model's rule, tested beside it). dbt runs once for the module; the
 bootstrap is recomputed with the same integer hash.
@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -203,6 +204,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
     records = with_suites(with_costs(make_records()))
     insert_runs(path, records)
     insert_suites(path, SUITES)
+    with duckdb.connect(str(path)) as con:  # suite removed's file is gone; its runs stay
+        con.execute("delete from raw.suites where suite_id = 'removed'")
+        con.execute("delete from raw.suite_settings where suite_id = 'removed'")
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF})
     build_marts(path, artifacts_dir=root / "dbt")
@@ -212,7 +216,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
 @pytest.fixture(scope="module")
 def members(built) -> dict[str, list[RunRecord]]:
     """suite → the records it counts (int_setting_runs' (suite_id, run_id) pairs)."""
-    import duckdb
 
     with duckdb.connect(str(built[0]), read_only=True) as con:
         pairs = con.sql("select suite_id, run_id from int_setting_runs").fetchall()
@@ -277,14 +280,19 @@ def min_rank(scores: pd.Series, by: pd.Series | list | None = None) -> pd.Series
     return rounded.groupby(by).rank(method="min", ascending=False).astype(int)
 
 
-def test_the_data_has_what_the_crosscheck_needs(runs):
+def test_the_data_has_what_the_crosscheck_needs(built, runs):
     ok = runs[runs["status"] == "success"]
     per_setting = ok.groupby(KEY).size()
     assert (per_setting > N).any()
     assert set(runs["status"]) == set(STATUSES)
     assert ok.duplicated([*KEY, "created_at"]).any()  # ties in created_at
     # suites that share agents and tasks, so that mixing them would show
-    assert {"main", "side", "removed"} <= set(runs["suite_id"])
+    assert {"main", "side"} <= set(runs["suite_id"])
+    # a suite without its file counts nothing, while its runs stay in raw.runs
+    assert "removed" not in set(runs["suite_id"])
+    with duckdb.connect(str(built[0]), read_only=True) as con:
+        kept = con.sql("select count(*) from raw.runs where run_space = 'removed'").fetchone()
+    assert kept == (3,)
     agents = runs.groupby("suite_id")["agent_id"].agg(set)
     tasks = runs.groupby("suite_id")["task_id"].agg(set)
     assert {"alpha", "beta"} <= agents["main"] & agents["side"]
@@ -447,7 +455,6 @@ def test_harness_error_ceiling(built, runs):
     # side's ceiling (2) applies to side's setting, main's (3) would not be reached by 2 faults
     side_beta = by_setting.loc[("side", "beta", "rmse", 60)]
     assert side_beta["n_harness_error"] == 2 and side_beta["harness_error_ceiling_reached"]
-    assert np.isnan(by_setting.loc[("removed", "gamma", "auc", 60), "harness_error_ceiling"])
     reached = by_setting["harness_error_ceiling_reached"]
     assert reached.any() and not reached.all()
 
@@ -711,7 +718,6 @@ def replicates(runs) -> pd.DataFrame:
 
 
 def test_bootstrap_replicates_match_row_for_row(built, replicates):
-    import duckdb
 
     with duckdb.connect(str(built[0]), read_only=True) as con:
         actual = con.sql(
