@@ -142,6 +142,7 @@ def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
     own agents, and the demo board shows c's rows only."""
     runs = Path(env["TMLBENCH_RUNS_DIR"])
     write_suite(Path(env["TMLBENCH_SUITES_DIR"]), "demo", ["c"], runs_subdir="demo")
+    write_suite(Path(env["TMLBENCH_SUITES_DIR"]), "tml-v1", ["c"], runs_subdir="tml-v1")  # idle
     for minute in range(2):
         record = rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo")
         write(runs, record, sub="demo")
