@@ -24,7 +24,6 @@ from tests.support.dashboard_snapshot import (
 )
 from tests.support.records import T0
 
-
 DEMO = queries.Filters(suite="demo")  # aggregates are per suite: every page shows one
 
 
