@@ -126,11 +126,11 @@ def hostile_attempt() -> tuple:
 
 
 def build_snapshot(root: Path, records, files: dict[str, dict[str, str]] | None = None) -> Path:
-    """records → run folders (plus ``files``: run_id → name → text) → warehouse (with the
-    repo's specs) → dbt marts → snapshot."""
+    """records → run folders of the demo suite (plus ``files``: run_id → name → text) →
+    warehouse (with the repo's specs) → dbt marts → snapshot."""
     runs = root / "runs"
     for record in records:
-        run_dir = runs / record.run_id
+        run_dir = runs / "demo" / record.run_id  # suites/demo.yaml's runs_subdir
         run_dir.mkdir(parents=True)
         write_record(run_dir, record)
         for name, text in (files or {}).get(record.run_id, {}).items():

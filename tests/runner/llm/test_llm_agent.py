@@ -42,6 +42,7 @@ from runner.scripted_provider import (
     reply,
 )
 from tests.support.attempts import attempt
+from tests.support.dbt_warehouse import count_every_setting
 from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
@@ -316,6 +317,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
         assert load_runs(con, small_paths.runs_dir).new == 1
     finally:
         con.close()
+    count_every_setting(warehouse)  # a suite of the runs folder, listing the attempt's setting
     build_marts(warehouse, dbt_vars={"bootstrap_replicates": 5}, artifacts_dir=tmp_path / "dbt")
     snapshot = tmp_path / "snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)
