@@ -17,21 +17,11 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HarnessError
-from runner.sandbox import DockerSandbox, docker_engine, docker_problem, get_sandbox
+from runner.sandbox import DockerSandbox, docker_engine
 from runner.sandbox import docker as docker_backend
 from runner.sandbox.views import SHARED_DIR_ENV, private_dir, shared_dir
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
-
-
-@pytest.fixture(scope="module")
-def docker() -> DockerSandbox:
-    problem = docker_problem()
-    if problem:
-        pytest.fail(f"the docker backend is required for these tests: {problem}")
-    sb = get_sandbox("docker")
-    assert isinstance(sb, DockerSandbox)
-    return sb
 
 
 def test_private_folders_go_to_the_shared_folder_when_one_is_named(

@@ -20,7 +20,7 @@ import pytest
 from runner.config import REPO_ROOT
 from runner.errors import HarnessError
 from runner.registry import load_agent
-from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine, docker_problem, get_sandbox
+from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine
 from runner.sandbox import docker as docker_backend
 from tests.support.attempts import attempt
 from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, probe_command
@@ -28,16 +28,6 @@ from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, prob
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
 IMAGE_DIR = REPO_ROOT / "runner" / "sandbox" / "image"
-
-
-@pytest.fixture(scope="module")
-def docker() -> DockerSandbox:
-    problem = docker_problem()
-    if problem:
-        pytest.fail(f"the docker backend is required for these tests: {problem}")
-    sb = get_sandbox("docker")
-    assert isinstance(sb, DockerSandbox)
-    return sb
 
 
 def _our_containers(sb: DockerSandbox) -> list[str]:
