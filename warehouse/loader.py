@@ -31,16 +31,19 @@ Speed: a load grows with what is new, not with what exists.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from runner.config import Paths
@@ -63,9 +66,11 @@ RUN_FIELDS: tuple[str, ...] = tuple(RunRecord.model_fields)
 _FIELD_GETTER = operator.itemgetter(*RUN_FIELDS)
 BOOKKEEPING = ("run_space", "source", "source_path", "record_sha256", "loaded_at", "source_fields")
 RULES: tuple[FieldRule, ...] = tuple(field_rules())
-# Files parsed per DuckDB statement: bounds the memory a load of a million records needs.
+# Files per batch (parsed together, then inserted): bounds the memory a load of a million
+# records needs, and is large enough that the per-batch queries on raw.runs stay cheap.
 BULK_BATCH = 20_000
 
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 
 
@@ -98,18 +103,20 @@ class Candidate:
     source_fields: str | None = None
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """A record on its way in, parsed either way: a Candidate, or row ``row`` of a bulk table."""
+class _RunSpaces:
+    """``runner.records.run_space`` of record paths below ``root``, worked out once per folder
+    that holds run folders (the rule's path arithmetic costs ~15 µs a record)."""
 
-    run_space: str
-    run_id: str
-    source_path: str
-    record_sha256: str
-    candidate: Candidate | None = None
-    table: int = -1  # index into the bulk tables
-    row: int = -1
-    stat: os.stat_result | None = None  # record files: what the index keeps of them
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.known: dict[str, str] = {}
+
+    def of(self, path: str) -> str:
+        holder = path.rsplit(os.sep, 2)[0]  # <holder>/<run folder>/record.json
+        space = self.known.get(holder)
+        if space is None:
+            space = self.known[holder] = run_space(Path(path), self.root)
+        return space
 
 
 def load_runs(
@@ -132,48 +139,100 @@ def load_runs(
     scanned = scan_record_files(root, prefixes)
     indexed, to_read, stale = _index_lookup(con, root, scanned, rehash)
     columns = _run_columns(con)
-
-    rejected: list[tuple[str, str]] = []
-    refreshed: list[_Entry] = []  # read again, same content as loaded: only the stat is new
-    tables: list[pa.Table] = []
-    entries: list[_Entry] = []
-    parsed = 0
+    spaces = _RunSpaces(root)
     known = {path: hit for path, _, hit in to_read if hit is not None}
     files = [(path, st) for path, st, _ in to_read]
-    for batch in _batches(read_record_files(files), BULK_BATCH):
-        to_parse: list[ReadFile] = []
-        for item in batch:
-            if isinstance(item, Unreadable):
-                rejected.append((item.path, item.message))
-            elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
-                space = run_space(Path(item.path), root)
-                refreshed.append(_Entry(space, hit[1], item.path, item.sha256, stat=item.stat))
-            else:
-                to_parse.append(item)
-        parsed += len(to_parse)
-        batch_entries, batch_rejected, table = _parse(con, root, to_parse, columns, len(tables))
-        entries += batch_entries
-        rejected += batch_rejected
-        if table is not None:
-            tables.append(table)
-    entries.sort(key=lambda e: e.source_path)
-    report = _ingest(
-        con,
-        entries,
-        rejected,
-        source=SOURCE_TMLBENCH,
-        columns=columns,
-        tables=tables,
-        refreshed=refreshed,
-        # a full scan saw every file under root: index rows of files gone since are dropped
-        prune=(root, stale) if prefixes is None and stale is not None else None,
-    )
+
+    tally = _Tally()
+    refreshed: list[ReadFile] = []  # read again, same content as loaded: only the stat is new
+    refreshed_ids: list[str] = []
+    parsed = 0
+    # A pipeline: while one batch is parsed (pyarrow, off the GIL) the next is read and the one
+    # before is inserted (DuckDB, off the GIL too).
+    with _transaction(con), ThreadPoolExecutor(1, thread_name_prefix="tmlbench-parse") as parser:
+        pending: tuple[list[tuple[str, str]], Future[_Parsed]] | None = None
+        for batch in _batches(read_record_files(files), BULK_BATCH):
+            unreadable: list[tuple[str, str]] = []
+            to_parse: list[ReadFile] = []
+            for item in batch:
+                if isinstance(item, Unreadable):
+                    unreadable.append((item.path, item.message))
+                elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
+                    refreshed.append(item)
+                    refreshed_ids.append(hit[1])
+                else:
+                    to_parse.append(item)
+            parsed += len(to_parse)
+            parsing = (unreadable, parser.submit(_parse, to_parse, spaces, columns))
+            if pending is not None:
+                _take(con, *pending, tally)
+            pending = parsing
+        if pending is not None:
+            _take(con, *pending, tally)
+        if refreshed:
+            _index_files(con, _index_rows(refreshed, refreshed_ids))
+        if prefixes is None and stale is not None:
+            # a full scan saw every file under root: index rows of files gone since are dropped
+            _prune_index(con, root, stale)
     return LoadReport(
-        new=report.new,
-        unchanged=report.unchanged + indexed + len(refreshed),
-        rejected=report.rejected,
+        new=tally.new,
+        unchanged=tally.unchanged + indexed + len(refreshed),
+        rejected=tally.rejected,
         parsed=parsed,
     )
+
+
+def _take(
+    con: duckdb.DuckDBPyConnection,
+    unreadable: list[tuple[str, str]],
+    parsing: Future[_Parsed],
+    tally: _Tally,
+) -> None:
+    """Ingest a parsed batch; its files refused, unreadable first, go to the report."""
+    table, rejected = parsing.result()
+    tally.rejected += unreadable + rejected
+    if table is not None:
+        _ingest_batch(con, table, SOURCE_TMLBENCH, tally)
+
+
+@dataclass
+class _Tally:
+    """What a load has done so far, batch by batch."""
+
+    new: int = 0
+    unchanged: int = 0
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))  # loaded_at
+
+
+@contextlib.contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction: committed whole, or rolled back (a database error is reported as a load
+    that failed and loaded nothing)."""
+    con.execute("begin transaction")
+    try:
+        yield
+        con.execute("commit")
+    except BaseException as exc:
+        con.execute("rollback")
+        if isinstance(exc, duckdb.Error):
+            raise TmlbenchError(
+                f"loading into raw.runs failed, nothing was loaded (rolled back): {exc}"
+            ) from exc
+        raise
+
+
+def _stat_columns(stats: Sequence[os.stat_result]) -> dict[str, pa.Array]:
+    """What the index keeps of a file's stat, as columns."""
+    return {
+        "size": pa.array([st.st_size for st in stats], pa.int64()),
+        "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
+        "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
+        "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
+    }
+
+
+STAT_COLUMNS = ("size", "mtime_ns", "ctime_ns", "inode")
 
 
 def _index_lookup(
@@ -184,7 +243,7 @@ def _index_lookup(
     Returns how many it knows unchanged; the others, sorted by path, each with its stat and the
     (sha256, run_id) the index has for its path (None when it has none); and, when the index
     holds rows of files under ``root`` that the scan did not see, the scanned paths (for
-    ``_update_index`` to prune).
+    ``_prune_index``).
 
     An index row counts only while raw.runs holds its run with its hash: a run deleted from the
     warehouse is read, and loaded, again.
@@ -201,10 +260,7 @@ def _index_lookup(
         {
             "i": pa.array(range(len(scanned)), pa.int64()),
             "path": pa.array(scanned.paths, pa.string()),
-            "size": pa.array([st.st_size for st in stats], pa.int64()),
-            "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
-            "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
-            "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
+            **_stat_columns(stats),
         }
     )
     same = (
@@ -259,39 +315,29 @@ def _batches(
         yield batch
 
 
-def _parse(
-    con: duckdb.DuckDBPyConnection,
-    root: Path,
-    files: Sequence[ReadFile],
-    columns: dict[str, str],
-    table_index: int,
-) -> tuple[list[_Entry], list[tuple[str, str]], pa.Table | None]:
-    """Parse ``files``: in bulk, then one by one (pydantic) those the bulk checks refused."""
+# A batch on its way in: one row per record, the record's fields as raw.runs types them, where it
+# came from, and (for record files) what the index keeps of the file's stat.
+ORIGIN = ("run_space", "source_path", "record_sha256", "source_fields")
+
+
+_Parsed = tuple[pa.Table | None, list[tuple[str, str]]]
+
+
+def _parse(files: Sequence[ReadFile], spaces: _RunSpaces, columns: dict[str, str]) -> _Parsed:
+    """Parse ``files`` (in bulk, then one by one with pydantic those the bulk checks refused)
+    into a batch; and the files refused, each with the message that says why."""
     if not files:
-        return [], [], None
+        return None, []
     try:
         accepted: pa.Table | None = bulk_parse([f.data for f in files], RULES, columns)
     except pa.ArrowException:  # the bulk path only ever decides who is quick: pydantic judges
         accepted = None
-    positions = accepted.column("i").to_pylist() if accepted is not None else []
-    run_ids = accepted.column("run_id").to_pylist() if accepted is not None else []
-    entries = [
-        _Entry(
-            run_space(Path(files[i].path), root),
-            run_id,
-            files[i].path,
-            files[i].sha256,
-            table=table_index,
-            row=row,
-            stat=files[i].stat,
-        )
-        for row, (i, run_id) in enumerate(zip(positions, run_ids, strict=True))
-    ]
+    taken = accepted.column("i") if accepted is not None else pa.array([], pa.int64())
     rejected: list[tuple[str, str]] = []
-    taken = set(positions)
-    for i, f in enumerate(files):
-        if i in taken:
-            continue
+    candidates: list[Candidate] = []
+    positions: list[int] = []
+    for i in sorted(set(range(len(files))).difference(taken.to_pylist())):
+        f = files[i]
         try:
             record = RunRecord.model_validate_json(f.data)
         except ValidationError as exc:
@@ -299,17 +345,39 @@ def _parse(
                 (f.path, f"{f.path}: not a valid run record: {describe_validation_error(exc)}")
             )
             continue
-        entries.append(
-            _Entry(
-                run_space(Path(f.path), root),
-                record.run_id,
-                f.path,
-                f.sha256,
-                Candidate(record, f.path, f.sha256),
-                stat=f.stat,
-            )
-        )
-    return entries, rejected, accepted.drop_columns(["i"]) if accepted is not None else None
+        candidates.append(Candidate(record, f.path, f.sha256))
+        positions.append(i)
+    modelled, kept, refused = _modelled(candidates, columns)
+    rejected += refused
+    origin = pa.table(
+        {
+            "run_space": pa.array([spaces.of(f.path) for f in files], pa.string()),
+            "source_path": pa.array([f.path for f in files], pa.string()),
+            "record_sha256": pa.array([f.sha256 for f in files], pa.string()),
+            "source_fields": pa.nulls(len(files), pa.string()),
+            **_stat_columns([f.stat for f in files]),
+        }
+    )
+    parts = [] if accepted is None else [_beside(accepted.drop_columns(["i"]), origin.take(taken))]
+    if kept:
+        parts.append(_beside(modelled, origin.take(pa.array([positions[k] for k in kept]))))
+    if not parts:
+        return None, rejected
+    schema = _batch_schema(columns)
+    return pa.concat_tables([part.cast(schema) for part in parts]), rejected
+
+
+def _beside(left: pa.Table, right: pa.Table) -> pa.Table:
+    """The columns of both tables, side by side (rows in the same order)."""
+    return pa.Table.from_arrays(
+        [*left.columns, *right.columns], names=[*left.column_names, *right.column_names]
+    )
+
+
+def _batch_schema(columns: dict[str, str]) -> pa.Schema:
+    origin = [(name, pa.string()) for name in ORIGIN]
+    stat = [(name, pa.uint64() if name == "inode" else pa.int64()) for name in STAT_COLUMNS]
+    return pa.schema([*_record_schema(columns), *origin, *stat])
 
 
 def ingest(
@@ -327,89 +395,92 @@ def ingest(
     ``source``: an import's run ids are unique within its source.
     """
     apply_ddl(con)
-    entries = [
-        _Entry(source, c.record.run_id, c.source_path, c.record_sha256, candidate=c)
-        for c in candidates
-    ]
-    return _ingest(
-        con, entries, rejected, source=source, columns=_run_columns(con),
-        in_transaction=in_transaction,
-    )  # fmt: skip
-
-
-def _ingest(
-    con: duckdb.DuckDBPyConnection,
-    entries: Sequence[_Entry],
-    rejected: Iterable[tuple[str, str]],
-    *,
-    source: str,
-    columns: dict[str, str],
-    tables: Sequence[pa.Table] = (),
-    refreshed: Sequence[_Entry] = (),
-    prune: tuple[Path, pa.Table] | None = None,
-    in_transaction: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-) -> LoadReport:
-    """The one transaction of a load: new rows in, record files indexed, conflicts reported."""
-    rejected = list(rejected)
-    int_checks = _int_checks(columns)
-
-    # Values the raw schema's constraints would refuse are rejected per record here, so one bad
-    # record cannot fail the whole insert (bulk-parsed records were checked in SQL already).
-    first: dict[tuple[str, str], _Entry] = {}
-    unchanged: list[_Entry] = []
-    for entry in entries:
-        if entry.candidate is not None:
-            problem = _constraint_problem(entry.candidate.record, int_checks)
-            if problem:
-                rejected.append((entry.source_path, f"{entry.source_path}: {problem}"))
-                continue
-        key = (entry.run_space, entry.run_id)
-        seen = first.get(key)
-        if seen is None:
-            first[key] = entry
-        elif seen.record_sha256 == entry.record_sha256:
-            unchanged.append(entry)
-        else:
-            rejected.append(
-                (
-                    entry.source_path,
-                    f"records are immutable; {entry.source_path} differs from the loaded one "
-                    f"(loaded from {seen.source_path}, run_id {entry.run_id})",
-                )
+    columns = _run_columns(con)
+    tally = _Tally(rejected=list(rejected))
+    modelled, kept, refused = _modelled(candidates, columns)
+    tally.rejected += refused
+    chosen = [candidates[k] for k in kept]
+    n = len(chosen)
+    origin = pa.table(
+        {
+            "run_space": pa.array([source] * n, pa.string()),
+            "source_path": pa.array([c.source_path for c in chosen], pa.string()),
+            "record_sha256": pa.array([c.record_sha256 for c in chosen], pa.string()),
+            "source_fields": pa.array([c.source_fields for c in chosen], pa.string()),
+            **{name: pa.nulls(n, pa.int64()) for name in STAT_COLUMNS},
+        }
+    )
+    with _transaction(con):
+        if n:
+            _ingest_batch(
+                con, _beside(modelled, origin).cast(_batch_schema(columns)), source, tally
             )
-
-    con.execute("begin transaction")
-    try:
-        existing = _existing(con, first)
-        new: list[_Entry] = []
-        for key, entry in first.items():
-            hit = existing.get(key)
-            if hit is None:
-                new.append(entry)
-            elif hit[0] == entry.record_sha256:
-                unchanged.append(entry)
-            else:
-                rejected.append(
-                    (
-                        entry.source_path,
-                        f"records are immutable; {entry.source_path} differs from the loaded one "
-                        f"(loaded from {hit[1]}, run_id {entry.run_id})",
-                    )
-                )
-        if new:
-            _insert_runs(con, _runs_table(new, columns, source, tables))
-        _update_index(con, [e for e in (*new, *unchanged, *refreshed) if e.stat is not None], prune)
         if in_transaction is not None:
             in_transaction(con)
-        con.execute("commit")
-    except BaseException as exc:
-        con.execute("rollback")
-        if isinstance(exc, duckdb.Error):
-            raise TmlbenchError(
-                f"loading into raw.runs failed, nothing was loaded (rolled back): {exc}"
-            ) from exc
-        raise
-    return LoadReport(new=len(new), unchanged=len(unchanged), rejected=rejected)
+    return LoadReport(new=tally.new, unchanged=tally.unchanged, rejected=tally.rejected)
+
+
+# Each row of a batch against the others and against raw.runs: the first of a run (by path) is
+# new, unchanged (raw.runs has it with this content) or a conflict (with other content); a later
+# one of the same run in the batch is unchanged (same content as the first) or a conflict.
+_VERDICTS = """
+select
+    case
+        when b.nth > 1 then if(b.record_sha256 = b.first_sha, 'unchanged', 'conflict')
+        when r.run_id is null then 'new'
+        when r.record_sha256 = b.record_sha256 then 'unchanged'
+        else 'conflict'
+    end as verdict,
+    if(b.nth > 1, b.first_path, r.source_path) as loaded_from
+from (
+    select *,
+        row_number() over w as nth,
+        first_value(source_path) over w as first_path,
+        first_value(record_sha256) over w as first_sha
+    from _tmlbench_batch
+    window w as (partition by run_space, run_id order by source_path)
+) b
+left join raw.runs r on r.run_space = b.run_space and r.run_id = b.run_id
+order by b.k
+"""
+
+
+def _ingest_batch(
+    con: duckdb.DuckDBPyConnection, batch: pa.Table, source: str, tally: _Tally
+) -> None:
+    """Insert the batch's new runs, index its record files, and report its conflicts (in the
+    load's transaction: a run inserted by an earlier batch is already in raw.runs)."""
+    keys = batch.select(["run_space", "run_id", "source_path", "record_sha256"])
+    keys = keys.append_column("k", pa.array(range(batch.num_rows), pa.int64()))
+    con.register("_tmlbench_batch", keys)
+    try:
+        verdicts = con.execute(_VERDICTS).fetch_arrow_table()
+    finally:
+        con.unregister("_tmlbench_batch")
+    verdict = verdicts.column("verdict")
+    new = pc.equal(verdict, "new")
+    unchanged = pc.equal(verdict, "unchanged")
+    conflict = pc.equal(verdict, "conflict")
+    if pc.any(new).as_py():
+        _insert_runs(con, _runs_rows(batch.filter(new), source, tally.now))
+    indexed = batch.filter(pc.and_(pc.or_(new, unchanged), pc.is_valid(batch.column("size"))))
+    if indexed.num_rows:
+        rows = indexed.select(["source_path", *STAT_COLUMNS, "record_sha256", "run_id"])
+        _index_files(con, rows.rename_columns(["path", *rows.column_names[1:]]))
+    tally.new += pc.sum(new).as_py() or 0
+    tally.unchanged += pc.sum(unchanged).as_py() or 0
+    clashes = batch.select(["source_path", "run_id"]).append_column(
+        "loaded_from", verdicts.column("loaded_from")
+    )
+    for clash in sorted(clashes.filter(conflict).to_pylist(), key=lambda c: c["source_path"]):
+        path = clash["source_path"]
+        tally.rejected.append(
+            (
+                path,
+                f"records are immutable; {path} differs from the loaded one "
+                f"(loaded from {clash['loaded_from']}, run_id {clash['run_id']})",
+            )
+        )
 
 
 def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -438,6 +509,25 @@ def _int_checks(columns: dict[str, str]) -> list[tuple[str, int, int, str]]:
     ]
 
 
+def _modelled(
+    candidates: Sequence[Candidate], columns: dict[str, str]
+) -> tuple[pa.Table, list[int], list[tuple[str, str]]]:
+    """The candidates raw.runs's constraints accept, as rows of its types; their positions in
+    ``candidates``; and the others, refused with the reason (so one bad record cannot fail the
+    whole insert: bulk-parsed records were checked in Arrow already)."""
+    int_checks = _int_checks(columns)
+    kept: list[int] = []
+    rejected: list[tuple[str, str]] = []
+    for k, candidate in enumerate(candidates):
+        problem = _constraint_problem(candidate.record, int_checks)
+        if problem:
+            rejected.append((candidate.source_path, f"{candidate.source_path}: {problem}"))
+        else:
+            kept.append(k)
+    rows = _model_rows([candidates[k] for k in kept], _record_schema(columns))
+    return rows, kept, rejected
+
+
 def _constraint_problem(
     record: RunRecord, int_checks: list[tuple[str, int, int, str]]
 ) -> str | None:
@@ -455,76 +545,13 @@ def _constraint_problem(
     return None
 
 
-def _existing(
-    con: duckdb.DuckDBPyConnection, keys: Iterable[tuple[str, str]]
-) -> dict[tuple[str, str], tuple[str, str]]:
-    """(run_space, run_id) -> (record_sha256, source_path) of the given runs already in raw.runs
-    (one query)."""
-    pairs = list(keys)
-    ids = pa.table(
-        {
-            "run_space": pa.array([space for space, _ in pairs], pa.string()),
-            "run_id": pa.array([run_id for _, run_id in pairs], pa.string()),
-        }
-    )
-    if ids.num_rows == 0:
-        return {}
-    con.register("_tmlbench_candidate_ids", ids)
-    try:
-        rows = con.execute(
-            "select r.run_space, r.run_id, r.record_sha256, r.source_path "
-            "from raw.runs r join _tmlbench_candidate_ids c using (run_space, run_id)"
-        ).fetchall()
-    finally:
-        con.unregister("_tmlbench_candidate_ids")
-    return {(space, run_id): (sha, path) for space, run_id, sha, path in rows}
-
-
 def _record_schema(columns: dict[str, str]) -> pa.Schema:
     return pa.schema([(name, arrow_type(columns[name])) for name in RUN_FIELDS])
 
 
-def _runs_table(
-    new: Sequence[_Entry], columns: dict[str, str], source: str, tables: Sequence[pa.Table]
-) -> pa.Table:
-    """The rows to insert, in ``new``'s order: bulk rows taken from their tables, the others
-    transposed from their models."""
-    schema = _record_schema(columns)
-    parts: list[pa.Table] = []
-    order: list[int] = []  # position in ``new`` of each row of the concatenated parts
-    for t, table in enumerate(tables):
-        picked = [(k, e.row) for k, e in enumerate(new) if e.table == t]
-        if picked:
-            parts.append(table.take([row for _, row in picked]).cast(schema))
-            order += [k for k, _ in picked]
-    modelled = [(k, e.candidate) for k, e in enumerate(new) if e.candidate is not None]
-    if modelled:
-        parts.append(_model_rows([c for _, c in modelled], schema))
-        order += [k for k, _ in modelled]
-    records = pa.concat_tables(parts)
-    if order != sorted(order):
-        inverse = [0] * len(order)
-        for position, k in enumerate(order):
-            inverse[k] = position
-        records = records.take(inverse)
-    n = len(new)
-    now = dt.datetime.now(dt.UTC)
-    bookkeeping = {
-        "run_space": pa.array([e.run_space for e in new], pa.string()),
-        "source": pa.array([source] * n, pa.string()),
-        "source_path": pa.array([e.source_path for e in new], pa.string()),
-        "record_sha256": pa.array([e.record_sha256 for e in new], pa.string()),
-        "source_fields": pa.array(
-            [e.candidate.source_fields if e.candidate else None for e in new], pa.string()
-        ),
-        "loaded_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
-    }
-    for name, array in bookkeeping.items():
-        records = records.append_column(name, array)
-    return records
-
-
 def _model_rows(candidates: Sequence[Candidate], schema: pa.Schema) -> pa.Table:
+    if not candidates:
+        return schema.empty_table()
     # Transpose records into columns with C-level itemgetter/zip (a comprehension per column is
     # several times slower at 100k rows).
     rows = map(_FIELD_GETTER, (c.record.__dict__ for c in candidates))
@@ -537,6 +564,14 @@ def _model_rows(candidates: Sequence[Candidate], schema: pa.Schema) -> pa.Table:
     )
 
 
+def _runs_rows(batch: pa.Table, source: str, loaded_at: dt.datetime) -> pa.Table:
+    """raw.runs rows of a batch's records."""
+    n = batch.num_rows
+    rows = batch.select([*RUN_FIELDS, *ORIGIN])
+    rows = rows.append_column("source", pa.array([source] * n, pa.string()))
+    return rows.append_column("loaded_at", pa.array([loaded_at] * n, _TIMESTAMP))
+
+
 def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
     con.register("_tmlbench_new_runs", table)
     try:
@@ -545,49 +580,48 @@ def _insert_runs(con: duckdb.DuckDBPyConnection, table: pa.Table) -> None:
         con.unregister("_tmlbench_new_runs")
 
 
-def _update_index(
-    con: duckdb.DuckDBPyConnection,
-    files: Sequence[_Entry],
-    prune: tuple[Path, pa.Table] | None,
-) -> None:
-    """Index the record files whose content is now in raw.runs; drop rows of vanished files."""
-    if files:
-        stats = [e.stat for e in files if e.stat is not None]
-        rows = pa.table(
-            {
-                "path": pa.array([e.source_path for e in files], pa.string()),
-                "size": pa.array([st.st_size for st in stats], pa.int64()),
-                "mtime_ns": pa.array([st.st_mtime_ns for st in stats], pa.int64()),
-                "ctime_ns": pa.array([st.st_ctime_ns for st in stats], pa.int64()),
-                "inode": pa.array([st.st_ino for st in stats], pa.uint64()),
-                "record_sha256": pa.array([e.record_sha256 for e in files], pa.string()),
-                "run_id": pa.array([e.run_id for e in files], pa.string()),
-                "indexed_at": pa.array(
-                    [dt.datetime.now(dt.UTC)] * len(files), pa.timestamp("us", tz="UTC")
-                ),
-            }
+def _index_rows(files: Sequence[ReadFile], run_ids: Sequence[str]) -> pa.Table:
+    """raw.record_files rows (but ``indexed_at``) of files read and found loaded already."""
+    return pa.table(
+        {
+            "path": pa.array([f.path for f in files], pa.string()),
+            **_stat_columns([f.stat for f in files]),
+            "record_sha256": pa.array([f.sha256 for f in files], pa.string()),
+            "run_id": pa.array(run_ids, pa.string()),
+        }
+    )
+
+
+def _index_files(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> None:
+    """Index record files whose content is now in raw.runs (rows of raw.record_files but
+    ``indexed_at``)."""
+    con.register("_tmlbench_indexed", rows)
+    try:
+        # raw.record_files has no primary key (maintaining one costs more than the whole
+        # index insert): a path's old row goes first, in this transaction
+        con.execute(
+            "delete from raw.record_files where path in (select path from _tmlbench_indexed)"
         )
-        con.register("_tmlbench_indexed", rows)
-        try:
-            # raw.record_files has no primary key (maintaining one costs more than the whole
-            # index insert): a path's old row goes first, in this transaction
-            con.execute(
-                "delete from raw.record_files where path in (select path from _tmlbench_indexed)"
-            )
-            con.execute("insert into raw.record_files by name select * from _tmlbench_indexed")
-        finally:
-            con.unregister("_tmlbench_indexed")
-    if prune is not None:
-        root, seen = prune
-        con.register("_tmlbench_seen", seen)
-        try:
-            con.execute(
-                "delete from raw.record_files where starts_with(path, $root) "
-                "and path not in (select path from _tmlbench_seen)",
-                {"root": _folder_prefix(root)},
-            )
-        finally:
-            con.unregister("_tmlbench_seen")
+        con.execute(
+            "insert into raw.record_files by name "
+            "select *, $now as indexed_at from _tmlbench_indexed",
+            {"now": dt.datetime.now(dt.UTC)},
+        )
+    finally:
+        con.unregister("_tmlbench_indexed")
+
+
+def _prune_index(con: duckdb.DuckDBPyConnection, root: Path, seen: pa.Table) -> None:
+    """Drop the index rows of files under ``root`` that a full scan no longer saw."""
+    con.register("_tmlbench_seen", seen)
+    try:
+        con.execute(
+            "delete from raw.record_files where starts_with(path, $root) "
+            "and path not in (select path from _tmlbench_seen)",
+            {"root": _folder_prefix(root)},
+        )
+    finally:
+        con.unregister("_tmlbench_seen")
 
 
 def content_version(con: duckdb.DuckDBPyConnection, table: str) -> str:
