@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import hashlib
 import operator
 import os
@@ -134,8 +135,28 @@ def load_runs(
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise TmlbenchError(f"runs directory {runs_dir} does not exist")
+    with _collector_paused():
+        return _load_runs(con, runs_dir.resolve(), prefixes, rehash)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the duration: a load makes a few objects per
+    record file and no cycles, and each full collection would walk all of them again (a
+    million records: many seconds)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_runs(
+    con: duckdb.DuckDBPyConnection, root: Path, prefixes: Sequence[str] | None, rehash: bool
+) -> LoadReport:
     apply_ddl(con)
-    root = runs_dir.resolve()
     scanned = scan_record_files(root, prefixes)
     indexed, to_read, stale = _index_lookup(con, root, scanned, rehash)
     columns = _run_columns(con)
@@ -143,7 +164,7 @@ def load_runs(
     known = {path: hit for path, _, hit in to_read if hit is not None}
     files = [(path, st) for path, st, _ in to_read]
 
-    tally = _Tally()
+    load = _Load(con, SOURCE_TMLBENCH)
     refreshed: list[ReadFile] = []  # read again, same content as loaded: only the stat is new
     refreshed_ids: list[str] = []
     parsed = 0
@@ -165,44 +186,107 @@ def load_runs(
             parsed += len(to_parse)
             parsing = (unreadable, parser.submit(_parse, to_parse, spaces, columns))
             if pending is not None:
-                _take(con, *pending, tally)
+                load.take(*pending)
             pending = parsing
         if pending is not None:
-            _take(con, *pending, tally)
+            load.take(*pending)
         if refreshed:
-            _index_files(con, _index_rows(refreshed, refreshed_ids))
+            load.index(_index_rows(refreshed, refreshed_ids))
+        load.write_index()
         if prefixes is None and stale is not None:
             # a full scan saw every file under root: index rows of files gone since are dropped
             _prune_index(con, root, stale)
-    return LoadReport(
-        new=tally.new,
-        unchanged=tally.unchanged + indexed + len(refreshed),
-        rejected=tally.rejected,
-        parsed=parsed,
-    )
+    return load.report(unchanged=indexed + len(refreshed), parsed=parsed)
 
 
-def _take(
-    con: duckdb.DuckDBPyConnection,
-    unreadable: list[tuple[str, str]],
-    parsing: Future[_Parsed],
-    tally: _Tally,
-) -> None:
-    """Ingest a parsed batch; its files refused, unreadable first, go to the report."""
-    table, rejected = parsing.result()
-    tally.rejected += unreadable + rejected
-    if table is not None:
-        _ingest_batch(con, table, SOURCE_TMLBENCH, tally)
+class _Load:
+    """One load's transaction: its batches judged and inserted as they come, then the index of
+    the record files it saw, at once.
+
+    A batch is judged against raw.runs as it was committed before the load began (read through
+    a cursor of its own, which does not see this transaction's rows), and against the keys of
+    the runs this load has inserted so far: rescanning the load's own uncommitted rows for each
+    batch made a load of a million records take minutes.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: str) -> None:
+        self.con = con
+        self.source = source
+        self.loaded_at = dt.datetime.now(dt.UTC)
+        self.new = 0
+        self.unchanged = 0
+        self.rejected: list[tuple[str, str]] = []
+        self._inserted: list[pa.Table] = []  # run_space, run_id, record_sha256, source_path
+        self._index_rows: list[pa.Table] = []
+
+    def report(self, unchanged: int = 0, parsed: int = 0) -> LoadReport:
+        return LoadReport(self.new, self.unchanged + unchanged, self.rejected, parsed)
+
+    def take(self, unreadable: list[tuple[str, str]], parsing: Future[_Parsed]) -> None:
+        """A batch once it is parsed; its files refused, unreadable first, go to the report."""
+        table, rejected = parsing.result()
+        self.rejected += unreadable + rejected
+        if table is not None:
+            self.ingest(table)
+
+    def ingest(self, batch: pa.Table) -> None:
+        """Insert the batch's new runs, keep its record files for the index, and report its
+        conflicts."""
+        verdicts = self._verdicts(batch)
+        verdict = verdicts.column("verdict")
+        new = pc.equal(verdict, "new")
+        unchanged = pc.equal(verdict, "unchanged")
+        if pc.any(new).as_py():
+            rows = batch if pc.all(new).as_py() else batch.filter(new)
+            _insert_runs(self.con, _runs_rows(rows, self.source, self.loaded_at))
+            self._inserted.append(rows.select(list(_KEYS)))
+        files = batch.select(["source_path", *STAT_COLUMNS, "record_sha256", "run_id"])
+        indexed = files.filter(pc.and_(pc.or_(new, unchanged), pc.is_valid(files.column("size"))))
+        if indexed.num_rows:
+            self.index(indexed.rename_columns(["path", *files.column_names[1:]]))
+        self.new += pc.sum(new).as_py() or 0
+        self.unchanged += pc.sum(unchanged).as_py() or 0
+        clashes = batch.select(["source_path", "run_id"]).append_column(
+            "loaded_from", verdicts.column("loaded_from")
+        )
+        conflicts = clashes.filter(pc.equal(verdict, "conflict")).to_pylist()
+        for clash in sorted(conflicts, key=lambda c: c["source_path"]):
+            path = clash["source_path"]
+            self.rejected.append(
+                (
+                    path,
+                    f"records are immutable; {path} differs from the loaded one "
+                    f"(loaded from {clash['loaded_from']}, run_id {clash['run_id']})",
+                )
+            )
+
+    def _verdicts(self, batch: pa.Table) -> pa.Table:
+        keys = batch.select(list(_KEYS))
+        keys = keys.append_column("k", pa.array(range(batch.num_rows), pa.int64()))
+        inserted = (
+            pa.concat_tables(self._inserted)
+            if self._inserted
+            else keys.drop_columns(["k"]).slice(0, 0)
+        )
+        committed = self.con.cursor()
+        try:
+            committed.register("_tmlbench_batch", keys)
+            committed.register("_tmlbench_inserted", inserted)
+            return committed.execute(_VERDICTS).fetch_arrow_table()
+        finally:
+            committed.close()
+
+    def index(self, rows: pa.Table) -> None:
+        """Record files (rows of raw.record_files but ``indexed_at``) to index when the load
+        ends, their content being in raw.runs."""
+        self._index_rows.append(rows)
+
+    def write_index(self) -> None:
+        if self._index_rows:
+            _index_files(self.con, pa.concat_tables(self._index_rows), self.loaded_at)
 
 
-@dataclass
-class _Tally:
-    """What a load has done so far, batch by batch."""
-
-    new: int = 0
-    unchanged: int = 0
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))  # loaded_at
+_KEYS = ("run_space", "run_id", "record_sha256", "source_path")
 
 
 @contextlib.contextmanager
@@ -396,9 +480,9 @@ def ingest(
     """
     apply_ddl(con)
     columns = _run_columns(con)
-    tally = _Tally(rejected=list(rejected))
+    load = _Load(con, source)
     modelled, kept, refused = _modelled(candidates, columns)
-    tally.rejected += refused
+    load.rejected += [*rejected, *refused]
     chosen = [candidates[k] for k in kept]
     n = len(chosen)
     origin = pa.table(
@@ -412,26 +496,25 @@ def ingest(
     )
     with _transaction(con):
         if n:
-            _ingest_batch(
-                con, _beside(modelled, origin).cast(_batch_schema(columns)), source, tally
-            )
+            load.ingest(_beside(modelled, origin).cast(_batch_schema(columns)))
         if in_transaction is not None:
             in_transaction(con)
-    return LoadReport(new=tally.new, unchanged=tally.unchanged, rejected=tally.rejected)
+    return load.report()
 
 
-# Each row of a batch against the others and against raw.runs: the first of a run (by path) is
-# new, unchanged (raw.runs has it with this content) or a conflict (with other content); a later
-# one of the same run in the batch is unchanged (same content as the first) or a conflict.
+# Each row of a batch against the others, against raw.runs (as committed) and against the runs
+# inserted by the load's earlier batches: the first of a run (by path) is new, unchanged (loaded
+# with this content) or a conflict (other content); a later one of the same run in the batch is
+# unchanged (same content as the first) or a conflict.
 _VERDICTS = """
 select
     case
         when b.nth > 1 then if(b.record_sha256 = b.first_sha, 'unchanged', 'conflict')
-        when r.run_id is null then 'new'
-        when r.record_sha256 = b.record_sha256 then 'unchanged'
+        when coalesce(r.run_id, l.run_id) is null then 'new'
+        when coalesce(r.record_sha256, l.record_sha256) = b.record_sha256 then 'unchanged'
         else 'conflict'
     end as verdict,
-    if(b.nth > 1, b.first_path, r.source_path) as loaded_from
+    if(b.nth > 1, b.first_path, coalesce(r.source_path, l.source_path)) as loaded_from
 from (
     select *,
         row_number() over w as nth,
@@ -441,46 +524,9 @@ from (
     window w as (partition by run_space, run_id order by source_path)
 ) b
 left join raw.runs r on r.run_space = b.run_space and r.run_id = b.run_id
+left join _tmlbench_inserted l on l.run_space = b.run_space and l.run_id = b.run_id
 order by b.k
 """
-
-
-def _ingest_batch(
-    con: duckdb.DuckDBPyConnection, batch: pa.Table, source: str, tally: _Tally
-) -> None:
-    """Insert the batch's new runs, index its record files, and report its conflicts (in the
-    load's transaction: a run inserted by an earlier batch is already in raw.runs)."""
-    keys = batch.select(["run_space", "run_id", "source_path", "record_sha256"])
-    keys = keys.append_column("k", pa.array(range(batch.num_rows), pa.int64()))
-    con.register("_tmlbench_batch", keys)
-    try:
-        verdicts = con.execute(_VERDICTS).fetch_arrow_table()
-    finally:
-        con.unregister("_tmlbench_batch")
-    verdict = verdicts.column("verdict")
-    new = pc.equal(verdict, "new")
-    unchanged = pc.equal(verdict, "unchanged")
-    conflict = pc.equal(verdict, "conflict")
-    if pc.any(new).as_py():
-        _insert_runs(con, _runs_rows(batch.filter(new), source, tally.now))
-    indexed = batch.filter(pc.and_(pc.or_(new, unchanged), pc.is_valid(batch.column("size"))))
-    if indexed.num_rows:
-        rows = indexed.select(["source_path", *STAT_COLUMNS, "record_sha256", "run_id"])
-        _index_files(con, rows.rename_columns(["path", *rows.column_names[1:]]))
-    tally.new += pc.sum(new).as_py() or 0
-    tally.unchanged += pc.sum(unchanged).as_py() or 0
-    clashes = batch.select(["source_path", "run_id"]).append_column(
-        "loaded_from", verdicts.column("loaded_from")
-    )
-    for clash in sorted(clashes.filter(conflict).to_pylist(), key=lambda c: c["source_path"]):
-        path = clash["source_path"]
-        tally.rejected.append(
-            (
-                path,
-                f"records are immutable; {path} differs from the loaded one "
-                f"(loaded from {clash['loaded_from']}, run_id {clash['run_id']})",
-            )
-        )
 
 
 def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -592,7 +638,7 @@ def _index_rows(files: Sequence[ReadFile], run_ids: Sequence[str]) -> pa.Table:
     )
 
 
-def _index_files(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> None:
+def _index_files(con: duckdb.DuckDBPyConnection, rows: pa.Table, now: dt.datetime) -> None:
     """Index record files whose content is now in raw.runs (rows of raw.record_files but
     ``indexed_at``)."""
     con.register("_tmlbench_indexed", rows)
@@ -605,7 +651,7 @@ def _index_files(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> None:
         con.execute(
             "insert into raw.record_files by name "
             "select *, $now as indexed_at from _tmlbench_indexed",
-            {"now": dt.datetime.now(dt.UTC)},
+            {"now": now},
         )
     finally:
         con.unregister("_tmlbench_indexed")
