@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import sys
 import time
@@ -244,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
     with output_to(log_file) as console:
         console.print(f"suite {args.suite}: logs in {log_file}", markup=False, highlight=False)
+        import orchestration.definitions  # noqa: F401  (its warnings go to the log file)
+
+        _frozen_heap()
         with SuiteProgress(console) as progress:
             results = materialize_suite(args.suite, resources, instance, progress)
         warehouse: DuckDBWarehouse = resources["warehouse"]
@@ -253,5 +257,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
+def _frozen_heap() -> None:
+    """Keep the cyclic collector off everything built so far (Dagster's and dbt's modules, the
+    definitions: ~400k objects): its full collections walk all of them again and again, during
+    the runs and while the interpreter shuts down (each ~1 s of a 10 s `make run` here). For
+    this command only: a frozen object is never collected."""
+    gc.collect()
+    gc.freeze()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    _frozen_heap()
+    sys.exit(code)

@@ -15,7 +15,6 @@ import zipfile
 from pathlib import Path
 
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from runner.errors import TmlbenchError
 from runner.manifest import MANIFEST_FILE, PUBLIC_FILES, Manifest, ManifestFile, ManifestTask
@@ -131,6 +130,10 @@ def _write_prepared(
     truth: pd.Series | None,
 ) -> PreparedTask:
     """Split, write public and private files into a fresh folder, then swap it in atomically."""
+    # Imported here: scikit-learn takes over a second to import, and every process that runs the
+    # suite (`make run`, the Dagster code server) imports this module, most never to split.
+    from sklearn.model_selection import train_test_split
+
     table = table.reset_index(drop=True)
     stratify = table[task.target_column] if task.split.strategy == "stratified" else None
     train, test = train_test_split(
