@@ -31,14 +31,16 @@ Speed: a load grows with what is new, not with what exists.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import gc
 import hashlib
+import itertools
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +60,7 @@ from warehouse.record_files import (
     ReadFile,
     ScannedFiles,
     Unreadable,
-    read_record_files,
+    read_record_file,
     scan_record_files,
 )
 
@@ -69,7 +71,7 @@ BOOKKEEPING = ("run_space", "source", "source_path", "record_sha256", "loaded_at
 RULES: tuple[FieldRule, ...] = tuple(field_rules())
 # Files per batch (parsed together, then inserted): bounds the memory a load of a million
 # records needs, and is large enough that the per-batch queries on raw.runs stay cheap.
-BULK_BATCH = 20_000
+BULK_BATCH = 10_000
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _INT_RANGES = {"INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
@@ -165,38 +167,32 @@ def _load_runs(
     files = [(path, st) for path, st, _ in to_read]
 
     load = _Load(con, SOURCE_TMLBENCH)
-    refreshed: list[ReadFile] = []  # read again, same content as loaded: only the stat is new
-    refreshed_ids: list[str] = []
-    parsed = 0
-    # A pipeline: while one batch is parsed (pyarrow, off the GIL) the next is read and the one
-    # before is inserted (DuckDB, off the GIL too).
-    with _transaction(con), ThreadPoolExecutor(1, thread_name_prefix="tmlbench-parse") as parser:
-        pending: tuple[list[tuple[str, str]], Future[_Parsed]] | None = None
-        for batch in _batches(read_record_files(files), BULK_BATCH):
-            unreadable: list[tuple[str, str]] = []
-            to_parse: list[ReadFile] = []
-            for item in batch:
-                if isinstance(item, Unreadable):
-                    unreadable.append((item.path, item.message))
-                elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
-                    refreshed.append(item)
-                    refreshed_ids.append(hit[1])
-                else:
-                    to_parse.append(item)
-            parsed += len(to_parse)
-            parsing = (unreadable, parser.submit(_parse, to_parse, spaces, columns))
-            if pending is not None:
-                load.take(*pending)
-            pending = parsing
-        if pending is not None:
-            load.take(*pending)
-        if refreshed:
-            load.index(_index_rows(refreshed, refreshed_ids))
+    refreshed = parsed = 0
+    # A pipeline of two: while a worker reads and parses one batch (Python, then pyarrow on both
+    # cores), this thread inserts the one before (DuckDB, off the GIL). One worker, not a reader
+    # and a parser: threads that all want the GIL only slow each other (measured).
+    with _transaction(con), ThreadPoolExecutor(1, thread_name_prefix="tmlbench-read") as worker:
+        parts = (files[i : i + BULK_BATCH] for i in range(0, len(files), BULK_BATCH))
+        ahead = collections.deque(
+            worker.submit(_read_batch, part, known, spaces, columns)
+            for part in itertools.islice(parts, 2)
+        )
+        while ahead:
+            batch = ahead.popleft().result()
+            for part in itertools.islice(parts, 1):
+                ahead.append(worker.submit(_read_batch, part, known, spaces, columns))
+            load.rejected += batch.rejected
+            if batch.table is not None:
+                load.ingest(batch.table)
+            if batch.refreshed.num_rows:
+                load.index(batch.refreshed)
+            refreshed += batch.refreshed.num_rows
+            parsed += batch.parsed
         load.write_index()
         if prefixes is None and stale is not None:
             # a full scan saw every file under root: index rows of files gone since are dropped
             _prune_index(con, root, stale)
-    return load.report(unchanged=indexed + len(refreshed), parsed=parsed)
+    return load.report(unchanged=indexed + refreshed, parsed=parsed)
 
 
 class _Load:
@@ -221,13 +217,6 @@ class _Load:
 
     def report(self, unchanged: int = 0, parsed: int = 0) -> LoadReport:
         return LoadReport(self.new, self.unchanged + unchanged, self.rejected, parsed)
-
-    def take(self, unreadable: list[tuple[str, str]], parsing: Future[_Parsed]) -> None:
-        """A batch once it is parsed; its files refused, unreadable first, go to the report."""
-        table, rejected = parsing.result()
-        self.rejected += unreadable + rejected
-        if table is not None:
-            self.ingest(table)
 
     def ingest(self, batch: pa.Table) -> None:
         """Insert the batch's new runs, keep its record files for the index, and report its
@@ -449,6 +438,44 @@ def _parse(files: Sequence[ReadFile], spaces: _RunSpaces, columns: dict[str, str
         return None, rejected
     schema = _batch_schema(columns)
     return pa.concat_tables([part.cast(schema) for part in parts]), rejected
+
+
+@dataclass
+class _Batch:
+    """Files read and parsed together: rows to ingest, files refused (unreadable first), and
+    files read again whose content is loaded already (only their index rows are refreshed)."""
+
+    table: pa.Table | None
+    rejected: list[tuple[str, str]]
+    refreshed: pa.Table  # their index rows
+    parsed: int
+
+
+def _read_batch(
+    files: Sequence[tuple[str, os.stat_result]],
+    known: dict[str, tuple[str, str]],
+    spaces: _RunSpaces,
+    columns: dict[str, str],
+) -> _Batch:
+    """Read ``files``; parse those that are new or changed (``known``: the index's sha256 and
+    run_id of a path)."""
+    unreadable: list[tuple[str, str]] = []
+    refreshed: list[ReadFile] = []
+    refreshed_ids: list[str] = []
+    to_parse: list[ReadFile] = []
+    for path, st in files:
+        item = read_record_file(path, st)
+        if isinstance(item, Unreadable):
+            unreadable.append((item.path, item.message))
+        elif (hit := known.get(item.path)) is not None and hit[0] == item.sha256:
+            refreshed.append(item)
+            refreshed_ids.append(hit[1])
+        else:
+            to_parse.append(item)
+    table, rejected = _parse(to_parse, spaces, columns)
+    return _Batch(
+        table, unreadable + rejected, _index_rows(refreshed, refreshed_ids), len(to_parse)
+    )
 
 
 def _beside(left: pa.Table, right: pa.Table) -> pa.Table:

@@ -11,14 +11,11 @@ files are read as untrusted input: never through a symbolic link, only regular f
 
 from __future__ import annotations
 
-import collections
 import errno
 import hashlib
-import itertools
 import os
 import stat
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,28 +129,6 @@ def _run_folder(folder: str, found: list[tuple[str, os.stat_result]]) -> bool:
     except NotADirectoryError:
         return False
     return True
-
-
-def read_record_files(
-    files: Sequence[tuple[str, os.stat_result]], chunk: int = 1000, ahead: int = 8
-) -> Iterator[ReadFile | Unreadable]:
-    """Read and hash every file (path and its scan's stat), in order, by a worker thread at most
-    ``ahead`` chunks ahead of the caller (file I/O and sha256 release the GIL; a second reader
-    only fights the first for it: measured slower)."""
-
-    def read_chunk(part: Sequence[tuple[str, os.stat_result]]) -> list[ReadFile | Unreadable]:
-        return [read_record_file(path, st) for path, st in part]
-
-    starts = iter(range(0, len(files), chunk))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tmlbench-read") as pool:
-        window = collections.deque(
-            pool.submit(read_chunk, files[i : i + chunk]) for i in itertools.islice(starts, ahead)
-        )
-        while window:
-            done = window.popleft().result()
-            for i in itertools.islice(starts, 1):
-                window.append(pool.submit(read_chunk, files[i : i + chunk]))
-            yield from done
 
 
 def read_record_file(path: str, st: os.stat_result) -> ReadFile | Unreadable:
