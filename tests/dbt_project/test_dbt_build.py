@@ -14,6 +14,7 @@ from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.records import STATUSES, RunRecord
 from tests.support.dbt_warehouse import (
+    declare_suite,
     insert_agents,
     insert_runs,
     insert_suites,
@@ -313,15 +314,7 @@ def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
         insert_runs(paths[name], runs)
         insert_tasks(paths[name], {"t1": ("maximize", None), "t2": ("maximize", None)})
     with duckdb.connect(str(paths["together"])) as con:  # suite c: a's folder, x's settings
-        con.execute(
-            "insert into raw.suites by name select 'c' as suite_id, 'c' as title, "
-            "5 as attempts, 10 as attempt_ceiling, 3 as harness_error_ceiling, "
-            "'a' as runs_subdir, 'x' as spec_sha256, now() as loaded_at"
-        )
-        con.execute(
-            "insert into raw.suite_settings select distinct 'c', agent_id, task_id, "
-            "budget_seconds from raw.runs where run_space = 'a' and agent_id = 'x'"
-        )
+        declare_suite(con, "c", "a", agents=["x"])
     for path in paths.values():
         build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 
 from runner.settings import suite_settings
 from tests.support.records import make_record
 from tests.support.run_folders import write
+from tests.support.tiny_suites import tiny_suite_resources
 from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -33,27 +33,16 @@ def tiny(tmp_path: Path):
     """A two-agent, two-task suite in temporary folders; resources; a Dagster instance that
     holds the suite's partitions; the definitions."""
     from orchestration.definitions import build_defs
-    from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
     from orchestration.sensors import sync_suite
     from orchestration.suites import SuiteFile, scan_specs
 
-    suites = tmp_path / "suites"
-    suites.mkdir()
     suite = {
         "id": "tiny", "title": "tiny", "tasks": [BANK, S6E1], "agents": AGENTS,
         "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "tiny",
         "runs_subdir": "tiny",
     }  # fmt: skip
-    (suites / "tiny.yaml").write_text(yaml.safe_dump(suite))
-    bench = BenchConfig(
-        suites_dir=str(suites), data_dir=str(tmp_path / "data"), runs_dir=str(tmp_path / "runs")
-    )
-    resources = {
-        "bench": bench,
-        "sandbox": SandboxBackend(),
-        "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
-        "dbt": dbt_resource(),
-    }
+    resources = tiny_suite_resources(tmp_path, suite)
+    bench = resources["bench"]
     with dg.instance_for_test() as instance:
         sync_suite(instance, SuiteFile("tiny"), scan_specs(bench.paths()).keys["tiny"])
         yield bench, resources, instance, build_defs([SuiteFile("tiny")], resources)
@@ -183,24 +172,13 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
 
     from orchestration.materialize import materialize_suite
     from orchestration.progress import SuiteProgress
-    from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
 
-    suites = tmp_path / "suites"
-    suites.mkdir()
     suite = {
         "id": "one", "title": "one", "tasks": [BANK], "agents": ["baseline-constant"],
         "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "one", "runs_subdir": "one",
     }  # fmt: skip
-    (suites / "one.yaml").write_text(yaml.safe_dump(suite))
-    bench = BenchConfig(
-        suites_dir=str(suites), data_dir=str(tmp_path / "data"), runs_dir=str(tmp_path / "runs")
-    )
-    resources = {
-        "bench": bench,
-        "sandbox": SandboxBackend(),
-        "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
-        "dbt": dbt_resource(),
-    }
+    resources = tiny_suite_resources(tmp_path, suite)
+    bench = resources["bench"]
 
     def make_run(instance: dg.DagsterInstance) -> tuple[list[str], str]:
         progress = SuiteProgress(Console(quiet=True))

@@ -29,6 +29,7 @@ from runner.settings import (
 )
 from runner.specs import SuiteSpec
 from tests.support.records import make_record
+from tests.support.tiny_suites import tiny_suite_resources
 from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 from warehouse.snapshot import publish_snapshot
 
@@ -150,7 +151,6 @@ def world(tmp_path: Path, dbt_manifest: Path):
 
     from orchestration.definitions import build_defs
     from orchestration.partitions import settings_partition_key
-    from orchestration.resources import BenchConfig, DuckDBWarehouse, SandboxBackend, dbt_resource
     from orchestration.sensors import sync_suite
     from orchestration.suites import SuiteFile, scan_specs
 
@@ -161,27 +161,14 @@ def world(tmp_path: Path, dbt_manifest: Path):
         "harness": "test", "command": ["{python}", "-c", "print('bye')"], "trusted": True,
     }  # fmt: skip
     (agents / "quitter.yaml").write_text(yaml.safe_dump(quitter))
-    suites = tmp_path / "suites"
-    suites.mkdir()
     suite = {
         "id": "tiny", "title": "tiny", "tasks": [BANK, S6E1],
         "agents": ["baseline-constant", "baseline-linear", "quitter"],
         "budgets": [30], "attempts": 2, "max_attempts": 3, "twin_rows": 300,
         "data_subdir": "tiny", "runs_subdir": "tiny",
     }  # fmt: skip
-    (suites / "tiny.yaml").write_text(yaml.safe_dump(suite))
-    bench = BenchConfig(
-        agents_dir=str(agents),
-        suites_dir=str(suites),
-        data_dir=str(tmp_path / "data"),
-        runs_dir=str(tmp_path / "runs"),
-    )
-    resources = {
-        "bench": bench,
-        "sandbox": SandboxBackend(),
-        "warehouse": DuckDBWarehouse(path=str(tmp_path / "wh.duckdb")),
-        "dbt": dbt_resource(),
-    }
+    resources = tiny_suite_resources(tmp_path, suite, agents_dir=agents)
+    bench = resources["bench"]
     tiny = SuiteFile("tiny")
     defs = build_defs([tiny], resources)
     instance = dg.DagsterInstance.ephemeral()  # holds the suite's dynamic partitions

@@ -4,7 +4,7 @@ dbt builds from them read back."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +41,36 @@ def count_every_setting(path: Path) -> None:
     the folder holds, as suite files would: a raw.suites row unless there is one (insert_suites
     sets its ceiling) and its raw.suite_settings."""
     with duckdb.connect(str(path)) as con:
-        con.execute(
-            "insert into raw.suites by name select distinct run_space as suite_id, "
-            "run_space as title, 5 as attempts, 10 as attempt_ceiling, "
-            "3 as harness_error_ceiling, run_space as runs_subdir, 'x' as spec_sha256, "
-            "now() as loaded_at from raw.runs where source = 'tmlbench' "
-            "and run_space not in (select suite_id from raw.suites)"
-        )
-        con.execute(
-            "insert or ignore into raw.suite_settings by name select distinct "
-            "run_space as suite_id, agent_id, task_id, budget_seconds from raw.runs "
-            "where source = 'tmlbench' and budget_seconds is not null"
-        )
+        spaces = con.execute(
+            "select distinct run_space from raw.runs where source = 'tmlbench'"
+        ).fetchall()
+        for (space,) in spaces:
+            declare_suite(con, space, space)
+
+
+def declare_suite(
+    con: duckdb.DuckDBPyConnection,
+    suite_id: str,
+    runs_subdir: str,
+    agents: Sequence[str] | None = None,
+) -> None:
+    """Declare a suite over a folder of runs as its suite file would: a raw.suites row (unless
+    there is one) and, in raw.suite_settings, every setting of the folder's runs (of ``agents``
+    only, when given)."""
+    con.execute(
+        "insert into raw.suites by name select $suite as suite_id, $suite as title, "
+        "5 as attempts, 10 as attempt_ceiling, 3 as harness_error_ceiling, "
+        "$folder as runs_subdir, 'x' as spec_sha256, now() as loaded_at "
+        "where $suite not in (select suite_id from raw.suites)",
+        {"suite": suite_id, "folder": runs_subdir},
+    )
+    con.execute(
+        "insert or ignore into raw.suite_settings by name select distinct $suite as suite_id, "
+        "agent_id, task_id, budget_seconds from raw.runs where source = 'tmlbench' "
+        "and run_space = $folder and budget_seconds is not null "
+        "and ($agents is null or list_contains($agents, agent_id))",
+        {"suite": suite_id, "folder": runs_subdir, "agents": list(agents) if agents else None},
+    )
 
 
 def insert_tasks(path: Path, tasks: dict[str, tuple[str, dt.date | None]]) -> None:
