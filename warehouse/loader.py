@@ -204,8 +204,8 @@ class _Load:
     a cursor of its own, which does not see this transaction's rows), and against the keys of
     the runs this load has inserted so far: joining the load's own uncommitted rows for each
     batch cost ~30 s of a load of a million records. Of those keys, only the ones whose hash
-    is also a hash of the batch's keys are joined (almost always none): joining all of them grew
-    with the load, from 14 to 96 ms a batch (4 s of a million records).
+    is also a hash of the batch's keys are joined (almost always none): joining all of them made
+    a batch's query grow with the load, from 14 ms to 96 ms (~4 s of a million records).
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, source: str) -> None:
