@@ -826,6 +826,9 @@ def _suite_rows(suites: list[tuple[SuiteSpec, str]], now: dt.datetime) -> pa.Tab
             "harness_error_ceiling": pa.array(
                 [s.harness_error_ceiling for s, _ in suites], pa.int32()
             ),
+            "provider_error_ceiling": pa.array(
+                [s.provider_error_ceiling for s, _ in suites], pa.int32()
+            ),
             "runs_subdir": pa.array([s.runs_subdir for s, _ in suites], pa.string()),
             "spec_sha256": pa.array([sha for _, sha in suites], pa.string()),
             "loaded_at": pa.array([now] * len(suites), pa.timestamp("us", tz="UTC")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from runner.instructions import unknown_profile
 from runner.specs.base import Frozen
@@ -20,7 +20,9 @@ class SuiteSpec(Frozen):
     A setting (agent, task, budget) is done once it has ``attempts`` successes, or once the
     agent has used ``max_attempts`` attempts (harness faults never count against the agent).
     Harness faults are re-run, so a fault that keeps coming back would re-run a setting forever:
-    once a setting has ``harness_error_ceiling`` harness_error attempts it gets no more.
+    once a setting has ``harness_error_ceiling`` harness_error attempts it gets no more. Provider
+    faults (``provider_error``: the model provider failed the attempt) are re-run the same way,
+    under ``provider_error_ceiling``.
     """
 
     id: str
@@ -38,6 +40,11 @@ class SuiteSpec(Frozen):
         default=3,
         description="harness_error attempts a setting may have before it gets no more attempts "
         "(they do not use up max_attempts, so without a ceiling a recurring fault re-runs forever)",
+    )
+    provider_error_ceiling: int = Field(
+        default=3,
+        description="provider_error attempts a setting may have before it gets no more attempts "
+        "(they are re-run like harness faults and do not use up max_attempts)",
     )
     instruction_profile: str = Field(
         default="standard",
@@ -71,14 +78,15 @@ class SuiteSpec(Frozen):
         description="CPU cores pinned to each attempt; None = each agent's own limits.cpus",
     )
 
-    @field_validator("harness_error_ceiling", mode="before")
+    @field_validator("harness_error_ceiling", "provider_error_ceiling", mode="before")
     @classmethod
-    def _whole_ceiling(cls, value: object) -> object:
+    def _whole_ceiling(cls, value: object, info: ValidationInfo) -> object:
         # before pydantic's coercion: true, 2.5 or "3" in a suite file is a mistake, not a number
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            status = str(info.field_name).removesuffix("_ceiling")
             raise ValueError(
                 "must be a whole number of at least 1 (a setting gets no more attempts once it "
-                f"has this many harness_error attempts), got {value!r}"
+                f"has this many {status} attempts), got {value!r}"
             )
         return value
 

@@ -176,6 +176,8 @@ create table if not exists raw.suites (
 );
 -- The folder (below the runs root) whose records the suite counts: raw.runs.run_space.
 alter table raw.suites add column if not exists runs_subdir varchar;
+-- provider_error attempts per setting before it gets no more (null: loaded before it existed).
+alter table raw.suites add column if not exists provider_error_ceiling integer;
 
 -- Every setting a suite file lists (agents × tasks × budgets), replaced with raw.suites: a run
 -- counts for a suite when it lies in the suite's runs_subdir and its setting is one of these, so

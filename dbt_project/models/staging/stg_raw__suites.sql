@@ -14,6 +14,7 @@ renamed as (
         attempts::integer as attempts,
         attempt_ceiling::integer as attempt_ceiling,
         harness_error_ceiling::integer as harness_error_ceiling,
+        provider_error_ceiling::integer as provider_error_ceiling,
         coalesce(runs_subdir, '.') as runs_subdir,
         spec_sha256,
         loaded_at
