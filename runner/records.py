@@ -18,8 +18,10 @@ from runner.task_vocabulary import Direction
 
 # 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts;
 # 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes;
-# 5 added the submission fingerprints. Records of older versions stay valid.
-RECORD_SCHEMA_VERSION = 5
+# 5 added the submission fingerprints; 6 added the provider-fault fields (provider_faults …
+# failed_tokens_out, rate_limited), the task's trivial score and record_notes. Records of older
+# versions stay valid.
+RECORD_SCHEMA_VERSION = 6
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
 TEMP_PREFIX = ".record."  # write_record's temporary files, next to record.json
@@ -76,6 +78,11 @@ class AttemptSetup(_Part):
 
     task_spec_sha256: str
     public_manifest_sha256: str | None = None
+    trivial_score: float | None = Field(
+        default=None,
+        description="the trivial prediction's score (training mean or class prior) on this "
+        "attempt's holdout, computed when the task was prepared (schema 6); no agent controls it",
+    )
     tmlbench_version: str
     git_sha: str | None = None
 
@@ -144,6 +151,32 @@ class DriverReport(_Part):
     tool_seconds: float | None = Field(
         default=None, description="wall time executing the model's tool calls in the sandbox"
     )
+    # Provider faults (schema 6): what the provider failed, apart from what the agent did.
+    provider_faults: int | None = Field(
+        default=None,
+        description="model calls the provider failed (HTTP 429 or 5xx, an error event in the "
+        "reply, a reply the upstream cut before its terminal event), recovered or not",
+    )
+    provider_fault_evidence: list[str] | None = Field(
+        default=None,
+        description="the unrecovered provider faults that made the attempt a provider_error, "
+        "one line each",
+    )
+    interrupted_calls: int | None = Field(
+        default=None,
+        description="model calls that never reached their protocol's terminal event (not steps)",
+    )
+    failed_tokens_in: int | None = Field(
+        default=None,
+        description="tokens the provider reported for failed or interrupted calls; "
+        "not in tokens_in",
+    )
+    failed_tokens_out: int | None = None
+    rate_limited: int | None = Field(
+        default=None,
+        description="model calls refused because the agent exceeded its spec's request rate "
+        "(the agent's own doing, never a provider fault)",
+    )
     # Provider-only egress of command agents: what the harness's allow-listing proxy counted.
     egress_requests: int | None = None
     egress_denied: int | None = None
@@ -166,6 +199,11 @@ class RunRecord(DriverReport, SandboxReport, Verdict, AttemptSetup):
     finished_at: dt.datetime | None = None
     local_validation_score: float | None = None
     instructions_sha256: str | None = None
+    record_notes: list[str] | None = Field(
+        default=None,
+        description="what the harness changed to keep the record strict JSON (schema 6), "
+        "e.g. a non-finite number recorded as null",
+    )
 
     @classmethod
     def assemble(

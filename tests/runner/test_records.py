@@ -21,7 +21,13 @@ from runner.sandbox import lifecycle
 from tests.support.records import make_record
 
 PARTS = (AttemptSetup, Verdict, SandboxReport, DriverReport)
-OWN_FIELDS = {"schema_version", "finished_at", "local_validation_score", "instructions_sha256"}
+OWN_FIELDS = {
+    "schema_version",
+    "finished_at",
+    "local_validation_score",
+    "instructions_sha256",
+    "record_notes",
+}
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 

@@ -75,9 +75,17 @@ create table if not exists raw.runs (
     workspace_removed       boolean,
     workspace_listing_path  varchar,
     sandbox_notes           varchar[],
+    provider_faults         integer,
+    provider_fault_evidence varchar[],
+    interrupted_calls       integer,
+    failed_tokens_in        bigint,
+    failed_tokens_out       bigint,
+    rate_limited            integer,
+    record_notes            varchar[],
 
     task_spec_sha256        varchar,
     public_manifest_sha256  varchar,
+    trivial_score           double,  -- the trivial prediction's score on the run's holdout
     instructions_sha256     varchar,
     tmlbench_version        varchar,
     git_sha                 varchar,
@@ -122,6 +130,15 @@ alter table raw.runs add column if not exists sandbox_notes varchar[];
 alter table raw.runs add column if not exists submission_sha256 varchar;
 alter table raw.runs add column if not exists submission_normalized_sha256 varchar;
 alter table raw.runs add column if not exists source_fields json;
+-- Record schema 6: provider faults apart from the agent's, the task's trivial score, notes.
+alter table raw.runs add column if not exists provider_faults integer;
+alter table raw.runs add column if not exists provider_fault_evidence varchar[];
+alter table raw.runs add column if not exists interrupted_calls integer;
+alter table raw.runs add column if not exists failed_tokens_in bigint;
+alter table raw.runs add column if not exists failed_tokens_out bigint;
+alter table raw.runs add column if not exists rate_limited integer;
+alter table raw.runs add column if not exists trivial_score double;
+alter table raw.runs add column if not exists record_notes varchar[];
 -- Imported results may lack what every tmlbench record has (older TML-bench databases have no
 -- budget, model or provenance columns): NULL there means "not recorded by the source".
 alter table raw.runs alter column harness_version drop not null;

@@ -63,6 +63,15 @@ renamed as (
         workspace_removed,
         workspace_listing_path,
         sandbox_notes,
+        provider_faults,
+        provider_fault_evidence,
+        interrupted_calls,
+        failed_tokens_in,
+        failed_tokens_out,
+        rate_limited,
+        record_notes,
+        -- the trivial prediction's score on the run's holdout (null: imported, or older records)
+        trivial_score,
 
         -- the submission's fingerprints (bytes; canonical content)
         submission_sha256,
