@@ -139,7 +139,8 @@ class BenchRun:
 
     @property
     def harness_faults(self) -> list[str]:
-        """This run's harness faults, and why any setting is stopped at the harness-error ceiling."""
+        """This run's harness faults, and why any setting is stopped at a fault ceiling (harness
+        or provider errors)."""
         return [error for outcome in self.outcomes for error in outcome.harness_errors]
 
     @property
@@ -223,13 +224,14 @@ def refuse_tampered(tasks: Iterable[PreparedTask]) -> None:
 
 
 def harness_failure_report(outcomes: list[SettingOutcome], limit: int = 10) -> str:
-    """What went wrong in the harness during a run, for the terminal: the settings stopped at
-    the harness-error ceiling first (each says where to look), then this run's faults."""
+    """What kept a run from finishing that is not the agents' doing, for the terminal: the
+    settings stopped at a fault ceiling first (each says which, and where to look), then this
+    run's harness faults."""
     stopped = [o.ceiling_note for o in outcomes if o.ceiling_note]
     faults = [e for o in outcomes for e in o.harness_errors if e != o.ceiling_note]
     parts = []
     if stopped:
-        parts.append(f"{len(stopped)} setting(s) stopped at the harness-error ceiling:")
+        parts.append(f"{len(stopped)} setting(s) stopped at a fault ceiling:")
         parts += [f"  {line}" for line in stopped[:limit]]
         if len(stopped) > limit:
             parts.append(f"  … and {len(stopped) - limit} more")

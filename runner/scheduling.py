@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,38 +77,58 @@ def run_settings(
     """Bring each setting to ``suite.attempts`` successes, or to ``suite.attempt_ceiling`` attempts.
 
     Resumable: recorded attempts count. ``start(plan)`` runs one attempt (``run_attempt``).
-    Attempts of all settings share one pool of ``workers`` threads, first attempts first. A
-    setting whose attempt hit a harness fault (a ``harness_error`` record or an exception) gets no
-    further attempts in this call; the fault is in its outcome's ``harness_errors``, and the
+    Attempts of all settings share ``workers`` threads; whenever one is free it takes the lowest
+    attempt index any setting wants (first attempts first, settings in order). A setting never
+    has more attempts in flight than its fault ceilings have room left (``next_attempt_indices``),
+    so no concurrency can take it past a ceiling.
+
+    A setting whose attempt hit a harness fault (a ``harness_error`` record or an exception) gets
+    no further attempts in this call; the fault is in its outcome's ``harness_errors``, and the
     other settings carry on. The exception: an attempt found unfinished by an earlier harness
     that was killed (``died_mid_attempt``) is recorded as ``harness_error`` and its setting simply
-    goes on with the next attempt index (that fault is past, not this run's).
+    goes on with the next attempt index (that fault is past, not this run's). A ``provider_error``
+    (the model provider failed the attempt) is run again at once, like an agent's failure that
+    does not use up its allowance.
 
     Across calls, a setting with ``suite.harness_error_ceiling`` harness_error records (of this
-    run or earlier ones, died-mid-attempt ones included) gets no more attempts at all; if it still
-    lacks successes, why is the first entry of its ``harness_errors``.
+    run or earlier ones, died-mid-attempt ones included) or ``suite.provider_error_ceiling``
+    provider_error records gets no more attempts at all; if it still lacks successes, why is the
+    first entry of its ``harness_errors``.
     """
     outcomes = {s.key: SettingOutcome.recorded(s, suite, runs_dir) for s in settings}
 
     def report(record: RunRecord, new: bool) -> None:
         if on_progress:
-            done = sum(not o.next_indices() for o in outcomes.values())
+            done = sum(not o.next_indices() and not o.running for o in outcomes.values())
             on_progress(AttemptDone(record, new, done, len(outcomes)))
+
+    def next_plan() -> AttemptPlan | None:
+        wanted = [
+            (indices[0], order, outcome)
+            for order, outcome in enumerate(outcomes.values())
+            if (indices := outcome.next_indices())
+        ]
+        if not wanted:
+            return None
+        index, _, outcome = min(wanted, key=lambda item: item[:2])
+        outcome.running.add(index)
+        return outcome.setting.plan(index)
 
     for outcome in outcomes.values():
         for record in outcome.records:
             report(record, False)
-    while plans := [
-        outcome.setting.plan(index)
-        for outcome in outcomes.values()
-        for index in outcome.next_indices()
-    ]:
-        plans.sort(key=lambda p: p.attempt_index)  # stable: settings keep their order per index
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attempt") as executor:
-            futures = {executor.submit(start, plan): plan for plan in plans}
-            for future in as_completed(futures):
-                plan = futures[future]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attempt") as executor:
+        running: dict[Future[RunRecord], AttemptPlan] = {}
+        while True:
+            while len(running) < workers and (plan := next_plan()) is not None:
+                running[executor.submit(start, plan)] = plan
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                plan = running.pop(future)
                 outcome = outcomes[setting_key(plan.agent.id, plan.task.id, plan.budget_seconds)]
+                outcome.running.discard(plan.attempt_index)
                 try:
                     record = future.result()
                 except Exception as exc:  # the others keep going; reported with the setting
@@ -121,7 +141,7 @@ def run_settings(
                 report(record, True)
     for outcome in outcomes.values():
         outcome.records.sort(key=lambda r: r.attempt_index)
-        if outcome.stopped_at_harness_error_ceiling:
+        if outcome.stopped_at is not None:
             outcome.ceiling_note = outcome.ceiling_message(runs_dir)
             outcome.harness_errors.insert(0, outcome.ceiling_note)
     return list(outcomes.values())

@@ -9,13 +9,14 @@ from __future__ import annotations
 import glob
 import itertools
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from runner.records import RECORD_FILE, RunRecord, read_record
+from runner.records import RECORD_FILE, RunRecord, Status, read_record
 from runner.registry import load_agent, load_task
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 
@@ -114,10 +115,20 @@ def setting_records(runs_dir: Path, setting: Setting) -> list[RunRecord]:
     return sorted(records, key=lambda r: r.attempt_index)
 
 
+# Statuses that are not the agent's doing: such an attempt is run again (its run id stays taken,
+# records are immutable) and never uses up the agent's allowance; each has a ceiling per setting,
+# or a fault that keeps coming back would re-run the setting forever.
+RERUN_STATUSES: tuple[Status, ...] = ("harness_error", "provider_error")
+
+
+def status_count(records: list[RunRecord], status: Status) -> int:
+    """How many of a setting's attempts ended in ``status`` (for ``harness_error``, a harness
+    that died mid-attempt included: whatever killed it may come back on every re-run)."""
+    return sum(r.status == status for r in records)
+
+
 def harness_error_count(records: list[RunRecord]) -> int:
-    """How many of a setting's attempts ended in ``harness_error`` (a harness that died
-    mid-attempt included: whatever killed it may come back on every re-run)."""
-    return sum(r.status == "harness_error" for r in records)
+    return status_count(records, "harness_error")
 
 
 def next_attempt_indices(
@@ -125,40 +136,54 @@ def next_attempt_indices(
     wanted: int,
     ceiling: int,
     harness_error_ceiling: int | None = None,
+    provider_error_ceiling: int | None = None,
+    running: Collection[int] = (),
 ) -> list[int]:
-    """Attempt indices still to run: enough for ``wanted`` successes, never past ``ceiling``
-    agent attempts, and none once the setting has ``harness_error_ceiling`` harness errors.
+    """Attempt indices to start now: enough for ``wanted`` successes, never past ``ceiling``
+    agent attempts, and never past either fault ceiling.
 
-    Harness errors do not use up the agent's allowance (they are not the agent's doing), but
-    their run ids stay taken: records are immutable. As they are re-run, a fault that keeps
-    coming back would re-run the setting forever; the harness-error ceiling ends that.
+    Harness and provider errors (``RERUN_STATUSES``) do not use up the agent's allowance, but
+    their run ids stay taken. ``running``: indices of attempts in flight, which may still
+    succeed, fail, or end in either fault. So a setting never has more attempts in flight than
+    each ceiling has room left: even if every one of them ends in the same fault, the ceiling
+    holds exactly, whatever the concurrency.
     """
-    if harness_error_ceiling is not None and harness_error_count(records) >= harness_error_ceiling:
+    rooms = [
+        limit - status_count(records, status)
+        for status, limit in zip(
+            RERUN_STATUSES, (harness_error_ceiling, provider_error_ceiling), strict=True
+        )
+        if limit is not None
+    ]
+    if any(room <= 0 for room in rooms):
         return []
-    successes = sum(r.status == "success" for r in records)
-    used = sum(r.status != "harness_error" for r in records)
-    need = min(wanted - successes, ceiling - used)
-    taken = {r.attempt_index for r in records}
+    successes = status_count(records, "success")
+    used = sum(r.status not in RERUN_STATUSES for r in records)
+    need = min(wanted - successes, ceiling - used, *rooms) - len(running)
+    taken = {r.attempt_index for r in records} | set(running)
     free = (i for i in itertools.count() if i not in taken)
     return [next(free) for _ in range(max(0, need))]
 
 
 @dataclass
 class SettingOutcome:
-    """Where a setting stands after a run: all its records and what went wrong in the harness.
+    """Where a setting stands after a run: all its records and what kept it from finishing.
 
     ``harness_errors`` lists this run's harness faults and, first, ``ceiling_note`` (why the
-    setting gets no more attempts) when it is stopped at the harness-error ceiling.
+    setting gets no more attempts) when it is stopped at a fault ceiling (harness or provider).
+    ``running`` holds the attempt indices in flight while a run schedules it.
     """
 
     setting: Setting
-    wanted: int  # the suite's rules: successes wanted, agent attempts allowed, harness errors
+    wanted: int  # the suite's rules: successes wanted, agent attempts allowed, fault ceilings
     attempt_ceiling: int
     harness_error_ceiling: int
+    provider_error_ceiling: int | None = None
     records: list[RunRecord] = field(default_factory=list)
     new: int = 0
     harness_errors: list[str] = field(default_factory=list)
     ceiling_note: str | None = None
+    running: set[int] = field(default_factory=set)
 
     @classmethod
     def recorded(cls, setting: Setting, suite: SuiteSpec, runs_dir: Path) -> SettingOutcome:
@@ -168,20 +193,26 @@ class SettingOutcome:
             suite.attempts,
             suite.attempt_ceiling,
             suite.harness_error_ceiling,
+            suite.provider_error_ceiling,
             setting_records(runs_dir, setting),
         )
 
     def next_indices(self) -> list[int]:
-        """The attempts it still wants now: none once this run saw a harness fault in it."""
+        """The attempts to start now: none once this run saw a harness fault in it."""
         if self.harness_errors:
             return []
         return next_attempt_indices(
-            self.records, self.wanted, self.attempt_ceiling, self.harness_error_ceiling
+            self.records,
+            self.wanted,
+            self.attempt_ceiling,
+            self.harness_error_ceiling,
+            self.provider_error_ceiling,
+            self.running,
         )
 
     @property
     def successes(self) -> int:
-        return sum(r.status == "success" for r in self.records)
+        return status_count(self.records, "success")
 
     @property
     def complete(self) -> bool:
@@ -192,28 +223,58 @@ class SettingOutcome:
         return harness_error_count(self.records)
 
     @property
+    def n_provider_errors(self) -> int:
+        return status_count(self.records, "provider_error")
+
+    @property
+    def stopped_at(self) -> Status | None:
+        """The fault whose ceiling stops the setting while it still wants attempts (successes
+        lacking, allowance left), or None."""
+        if not next_attempt_indices(self.records, self.wanted, self.attempt_ceiling):
+            return None
+        for status, limit in zip(
+            RERUN_STATUSES, (self.harness_error_ceiling, self.provider_error_ceiling), strict=True
+        ):
+            if limit is not None and status_count(self.records, status) >= limit:
+                return status
+        return None
+
+    @property
     def stopped_at_harness_error_ceiling(self) -> bool:
-        """It still wants attempts (successes lacking, allowance left), but has as many
-        harness errors as the ceiling allows."""
-        if self.n_harness_errors < self.harness_error_ceiling:
-            return False
-        return bool(next_attempt_indices(self.records, self.wanted, self.attempt_ceiling))
+        return self.stopped_at == "harness_error"
+
+    @property
+    def stopped_at_provider_error_ceiling(self) -> bool:
+        return self.stopped_at == "provider_error"
 
     def ceiling_message(self, runs_dir: Path) -> str:
-        """Which setting stopped, with how many harness errors, and where to look."""
+        """Which setting stopped at which fault ceiling, with how many faults, and where to look."""
+        status = self.stopped_at or "harness_error"
         setting = self.setting
-        errors = [r for r in self.records if r.status == "harness_error"]
+        ceiling = (
+            self.harness_error_ceiling if status == "harness_error" else self.provider_error_ceiling
+        )
+        errors = [r for r in self.records if r.status == status]
         latest = max(errors, key=lambda r: (r.created_at, r.run_id))
         shown = ", ".join(r.run_id for r in errors[-5:])
         first_line = (latest.error_message or "(no error message)").splitlines()[0][:300]
+        if status == "harness_error":
+            look = (
+                f"Look at {runs_dir}/<run_id>/record.json (error_message) and harness_error.txt "
+                f"(the traceback) of {shown}; the latest says: {first_line}. Fix the fault, then "
+            )
+        else:
+            look = (
+                f"The model provider failed these attempts ({shown}; provider_fault_evidence in "
+                f"{runs_dir}/<run_id>/record.json); the latest says: {first_line}. Once the "
+                "provider answers again (rate limits, an outage, the key's quota), "
+            )
         return (
-            f"{setting.key} (profile {setting.instruction_profile}) stopped at the harness-error "
-            f"ceiling: {len(errors)} harness_error attempts (suite {setting.suite_id or '(none)'}, "
-            f"harness_error_ceiling: {self.harness_error_ceiling}); it still lacks "
+            f"{setting.key} (profile {setting.instruction_profile}) stopped at the "
+            f"{status.replace('_', '-')} ceiling: {len(errors)} {status} attempts (suite {setting.suite_id or '(none)'}, "
+            f"{status}_ceiling: {ceiling}); it still lacks "
             f"{max(self.wanted - self.successes, 0)} success(es) and gets no more attempts. "
-            f"Look at {runs_dir}/<run_id>/record.json (error_message) and harness_error.txt "
-            f"(the traceback) of {shown}; the latest says: {first_line}. Fix the fault, then "
-            f"raise harness_error_ceiling in the suite's file to resume the setting."
+            f"{look}raise {status}_ceiling in the suite's file to resume the setting."
         )
 
     def status_counts(self) -> dict[str, int]:

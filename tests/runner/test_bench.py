@@ -171,10 +171,30 @@ def test_next_attempts_stop_at_the_harness_error_ceiling():
 
     faults = [rec(0, "harness_error"), rec(1, "harness_error")]
     assert next_attempt_indices(faults, 2, 4) == [2, 3]  # no ceiling: re-rolled for ever
-    assert next_attempt_indices(faults, 2, 4, harness_error_ceiling=3) == [2, 3]
+    # room for one more harness error: never more attempts in flight than that
+    assert next_attempt_indices(faults, 2, 4, harness_error_ceiling=3) == [2]
+    assert next_attempt_indices(faults, 2, 4, harness_error_ceiling=4) == [2, 3]
+    assert next_attempt_indices(faults, 2, 4, harness_error_ceiling=4, running=[2]) == [3]
+    assert next_attempt_indices(faults, 2, 4, harness_error_ceiling=3, running=[2]) == []
     assert next_attempt_indices(faults, 2, 4, harness_error_ceiling=2) == []
     died = rec(2, "harness_error", f"{HARNESS_DIED}: the harness was killed")
     assert next_attempt_indices([*faults, died], 2, 4, harness_error_ceiling=3) == []
+
+
+def test_provider_errors_are_re_run_under_their_own_ceiling():
+    def rec(i: int, status: str) -> RunRecord:
+        return make_record(minute=i, status=status, run_id=f"r{i}")
+
+    faults = [rec(0, "provider_error"), rec(1, "runtime_error")]
+    # a provider error does not use up the agent's allowance (2 attempts): one agent failure so far
+    assert next_attempt_indices(faults, 2, 2) == [2]
+    assert next_attempt_indices(faults, 2, 3, provider_error_ceiling=2) == [2]
+    assert next_attempt_indices(faults, 2, 3, provider_error_ceiling=3) == [2, 3]
+    assert next_attempt_indices(faults, 2, 3, provider_error_ceiling=1) == []
+    both = [rec(0, "provider_error"), rec(1, "harness_error")]
+    assert next_attempt_indices(both, 2, 4, harness_error_ceiling=3, provider_error_ceiling=2) == [
+        2
+    ]
 
 
 def _harness_error_start(runs_dir: Path, started: list[str], message: str):
@@ -213,36 +233,37 @@ def test_a_setting_stops_at_the_harness_error_ceiling_across_runs(tmp_path: Path
     start = _harness_error_start(runs_dir, started, "HarnessError: answers for task missing")
 
     (first,) = run_settings(settings, suite, runs_dir, start, workers=1)
-    assert len(started) == 2 and first.n_harness_errors == 2  # both planned attempts ran
-    assert first.ceiling_note is None and len(first.harness_errors) == 2
+    # a harness fault stops the setting for this call: the second attempt is not started
+    assert len(started) == 1 and first.n_harness_errors == 1
+    assert first.ceiling_note is None and len(first.harness_errors) == 1
 
     (second,) = run_settings(settings, suite, runs_dir, start, workers=1)
-    # attempts under way when the ceiling is reached still finish: 4 of a ceiling of 3
-    assert len(started) == 4 and second.n_harness_errors == 4
-    assert (
-        second.stopped_at_harness_error_ceiling and second.harness_errors[0] == second.ceiling_note
-    )
+    assert len(started) == 2 and second.ceiling_note is None
 
     (third,) = run_settings(settings, suite, runs_dir, start, workers=1)
-    assert len(started) == 4, "no attempt once the ceiling is reached"
-    assert third.harness_errors == [third.ceiling_note]
-    note = third.ceiling_note
+    assert len(started) == 3 and third.n_harness_errors == 3  # exactly the ceiling
+    assert third.stopped_at_harness_error_ceiling and third.harness_errors[0] == third.ceiling_note
+
+    (fourth,) = run_settings(settings, suite, runs_dir, start, workers=1)
+    assert len(started) == 3, "no attempt once the ceiling is reached"
+    assert fourth.harness_errors == [fourth.ceiling_note]
+    note = fourth.ceiling_note
     assert (
         f"baseline-constant|{BANK}|30 (profile standard) stopped at the harness-error ceiling"
         in note
     )
-    assert "4 harness_error attempts (suite hec, harness_error_ceiling: 3)" in note
+    assert "3 harness_error attempts (suite hec, harness_error_ceiling: 3)" in note
     assert "still lacks 2 success(es)" in note
     assert f"{runs_dir}/<run_id>/record.json" in note and "harness_error.txt" in note
     assert started[-1] in note and "HarnessError: answers for task missing" in note
-    report = harness_failure_report([third])
-    assert report.startswith("1 setting(s) stopped at the harness-error ceiling:\n  ")
+    report = harness_failure_report([fourth])
+    assert report.startswith("1 setting(s) stopped at a fault ceiling:\n  ")
     assert "could not be run" not in report
 
     # a higher ceiling resumes the setting
     raised = suite.model_copy(update={"harness_error_ceiling": 5})
-    (fourth,) = run_settings(settings, raised, runs_dir, start, workers=1)
-    assert len(started) == 6 and fourth.n_harness_errors == 6 and fourth.ceiling_note
+    (fifth,) = run_settings(settings, raised, runs_dir, start, workers=1)
+    assert len(started) == 4 and fifth.n_harness_errors == 4 and fifth.ceiling_note is None
 
 
 def test_the_ceiling_counts_dead_harnesses_and_spares_finished_settings(tmp_path: Path, paths):
@@ -306,7 +327,7 @@ def test_bench_says_which_setting_stopped_at_the_harness_error_ceiling(cli_env, 
 
     out, records = bench()  # the second harness error reaches the ceiling
     assert [r.status for r in records] == ["harness_error"] * 2
-    assert "1 setting(s) stopped at the harness-error ceiling" in out
+    assert "1 setting(s) stopped at a fault ceiling" in out
     assert "1 attempt(s) could not be run" in out
 
     out, again = bench()  # nothing is run any more; the output still says why
