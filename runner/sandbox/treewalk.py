@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.agent_files import DIR_FLAGS, FILE_FLAGS
+
 SETID = stat.S_ISUID | stat.S_ISGID
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 COPY_CHUNK = 8 << 20
 
 
@@ -194,9 +195,8 @@ def _forget_closed(dst_fds: dict[int, int], walk: _Walk) -> None:
 
 def _copy_file(name: str, src_dir: int, dst_dir: int, mode: int, size: int) -> int:
     """Copy one regular file by descriptors, holes as holes; the bytes of data copied."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        src = os.open(name, flags, dir_fd=src_dir)
+        src = os.open(name, FILE_FLAGS, dir_fd=src_dir)
     except OSError:
         return 0
     try:
