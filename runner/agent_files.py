@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import TracebackType
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -114,6 +114,50 @@ class AgentFolder:
                 raise ValueError(f"the folder {self.path} was closed")
             raise OSError(self.error.errno, self.error.strerror, str(self.path))
         return self.fd
+
+
+def read_head(root: str | os.PathLike[str], relative: str, limit: int) -> bytes | None:
+    """At most ``limit`` + 1 bytes of the regular file at ``relative`` under the folder ``root``.
+
+    ``root`` is the caller's own folder (a run folder); ``relative`` is reached from it one
+    component at a time through folder descriptors: no link is followed, no ``..`` or
+    absolute path leaves ``root``, nothing but a regular file is opened. None when it is
+    anything else or cannot be read (for people looking at a run's files: the dashboard).
+    """
+    path = PurePosixPath(relative)
+    if path.is_absolute() or not path.parts or ".." in path.parts:
+        return None
+    *folders, name = path.parts
+    fd: int | None = None
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for part in folders:
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        file_fd = os.open(name, FILE_FLAGS, dir_fd=fd)
+        try:
+            if (os.fstat(file_fd).st_dev, os.fstat(file_fd).st_ino) != (st.st_dev, st.st_ino):
+                return None
+            chunks: list[bytes] = []
+            size = 0
+            while size <= limit:
+                chunk = os.read(file_fd, limit + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(file_fd)
+    except (OSError, ValueError):  # ValueError: a NUL in a name
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def file_kind(mode: int) -> str:

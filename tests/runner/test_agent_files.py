@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner import agent_files
-from runner.agent_files import AgentFolder
+from runner.agent_files import AgentFolder, read_head
 from runner.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.audit import private_references
 from runner.config import REPO_ROOT, Paths
@@ -434,3 +434,24 @@ def test_judge_grades_a_valid_submission_beside_a_hostile_input(small_paths: Pat
     assert verdict.validation_code == "not_regular_file"
     assert "submission.csv is a symbolic link" in (verdict.validation_message or "")
     assert agent_files.file_kind(stat.S_IFSOCK) == "socket"
+
+
+@pytest.mark.timeout(20)
+def test_read_head_reads_only_a_regular_file_reached_without_links(tmp_path: Path):
+    run = tmp_path / "run"
+    (run / "workspace" / "sub").mkdir(parents=True)
+    (run / "workspace" / "sub" / "f.csv").write_bytes(b"0123456789")
+    (tmp_path / "secret").write_text("do not show")
+    os.symlink(tmp_path / "secret", run / "workspace" / "link.csv")
+    os.symlink("/" + LONG, run / "workspace" / "long.csv")
+    os.symlink("loop.csv", run / "workspace" / "loop.csv")
+    os.symlink(run / "workspace" / "sub", run / "workspace" / "linked-dir")
+    os.mkfifo(run / "workspace" / "fifo.csv")  # never opened: no writer would ever come
+    assert read_head(run, "workspace/sub/f.csv", 4) == b"01234"  # limit + 1: "there is more"
+    assert read_head(run, "workspace/./sub/f.csv", 100) == b"0123456789"
+    for relative in (
+        "workspace/link.csv", "workspace/long.csv", "workspace/loop.csv", "workspace/fifo.csv",
+        "workspace/linked-dir/f.csv", "workspace/sub", "../secret", str(tmp_path / "secret"),
+        "workspace/none.csv", "workspace/sub/f.csv/x", "", "workspace/a\0b",
+    ):  # fmt: skip
+        assert read_head(run, relative, 100) is None, relative
