@@ -30,7 +30,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -72,6 +72,8 @@ ERRNOS = (
     errno.ENAMETOOLONG, errno.ELOOP, errno.EACCES, errno.EPERM, errno.EIO, errno.ENOTDIR,
     errno.EOVERFLOW, errno.ENXIO, errno.ESTALE, errno.EBUSY,
 )  # fmt: skip
+# The other names the harness itself puts in the workspace.
+HARNESS_NAMES = ("INSTRUCTIONS.md", "sample_submission.csv", "description.md", "manifest.json")
 VALID_NAME_BYTES = st.binary(min_size=1, max_size=40).filter(
     lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b"..")
 )
@@ -87,7 +89,6 @@ class HostileWorkspace:
     ending: str
     own_filesystem: bool
     injected: tuple[str, str, int] | None  # (call, name, errno); name "" is the folder itself
-    notes: list[str] = field(default_factory=list)
 
 
 @st.composite
@@ -95,6 +96,7 @@ def hostile_workspaces(draw: st.DrawFn) -> HostileWorkspace:
     names = st.one_of(
         VALID_NAME_BYTES.map(os.fsdecode),  # non-UTF-8 bytes as surrogate escapes
         st.sampled_from(["x" * 255, "new\nline.csv", " ", "submission.csv ", "-rf", "é" * 127]),
+        st.sampled_from(HARNESS_NAMES),  # what a future reader would most likely look at
     )
     injected = draw(
         st.none()
@@ -111,11 +113,7 @@ def hostile_workspaces(draw: st.DrawFn) -> HostileWorkspace:
             st.tuples(names, st.sampled_from(ENTRY_KINDS[1:])),
             max_size=4,
             unique_by=lambda item: item[0],
-        ).map(
-            lambda items: [
-                (n, k) for n, k in items if n not in (SUBMISSION, *COPIED_INPUTS, "INSTRUCTIONS.md")
-            ]
-        )
+        ).map(lambda items: [(n, k) for n, k in items if n not in (SUBMISSION, *COPIED_INPUTS)])
     )
     return HostileWorkspace(
         submission=draw(st.sampled_from(ENTRY_KINDS)),
@@ -184,6 +182,37 @@ def plant(folder_fd: int, name: str, kind: str, answers: Path, sample: bytes) ->
             os.chmod(name, 0o000, dir_fd=folder_fd)  # unreadable to all but root
 
 
+class ByNameWatch:
+    """While armed, every path-based open, removal, listing, ... of a name *inside* the
+    workspace (an audit event: ``sys.addaudithook``) is a by-name resolution of an agent's
+    entry, recorded as a finding. ``stat`` raises no audit event: the planted entries catch
+    those readers. The workspace folder itself is the harness's; so are the random
+    ``.tmlbench-*`` names it creates there itself (``O_EXCL | O_NOFOLLOW``).
+    """
+
+    EVENTS = ("open", "os.remove", "os.rmdir", "os.rename", "os.listdir", "os.scandir",
+              "os.chmod", "os.chown", "os.truncate", "os.utime", "os.mkdir", "os.symlink",
+              "os.link", "shutil.copyfile", "shutil.rmtree")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.armed: str | None = None
+        self.found: list[str] = []
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.armed is None or event not in self.EVENTS:
+            return
+        for arg in args[:2]:
+            if isinstance(arg, str | bytes | os.PathLike):
+                path = os.fsdecode(arg)
+                inside = path.startswith(self.armed + "/")
+                if inside and not path[len(self.armed) + 1 :].startswith(".tmlbench-"):
+                    self.found.append(f"{event} {path!r}")
+
+
+WATCH = ByNameWatch()
+sys.addaudithook(WATCH)  # inert unless armed (hooks cannot be removed)
+
+
 class PlantingSandbox(Sandbox):
     """A backend whose agent is a drawn workspace: planted, then the attempt ends as drawn."""
 
@@ -211,6 +240,7 @@ class PlantingSandbox(Sandbox):
             os.close(fd)
         request.stdout_path.write_bytes(b"local_validation_score: 0.5\n")
         request.stderr_path.write_bytes(b"")
+        WATCH.armed = os.path.abspath(request.workspace)  # the agent is done: only the harness
         if drawn.ending == "disk_poll" and workspace.fs is None:
             workspace.poll = DiskWatch(request.workspace, request.limits.disk_bytes)
             workspace.poll.exceeded.set()  # as the fallback's poll reports a workspace over its cap
@@ -325,7 +355,8 @@ def expected_status(drawn: HostileWorkspace) -> str:
     return "success" if submission in SUCCEEDS else "invalid_submission"
 
 
-# 150 generated workspaces per run (about 0.1 s each without its own filesystem, 0.3 s with).
+# 150 generated workspaces per run (half on an ext4 filesystem of their own when run as root),
+# about 25 s in all on the 2-core reference machine.
 @settings(
     max_examples=150,
     deadline=None,
@@ -336,13 +367,18 @@ def test_no_hostile_workspace_makes_a_harness_fault(bench: Bench, drawn: Hostile
     bench.sandbox.drawn = drawn
     problem = None if drawn.own_filesystem else "drawn: the fallback's polled workspace"
     plan = AttemptPlan(AGENT, load_task(bench.paths.tasks_dir, TASK_ID), 60, next(bench.counter))
-    with (
-        mock.patch.object(workspace_module, "filesystem_problem", lambda: problem),
-        injected_errno(drawn.injected),
-    ):
-        record = run_attempt(plan, bench.ctx)
+    WATCH.found.clear()
+    try:
+        with (
+            mock.patch.object(workspace_module, "filesystem_problem", lambda: problem),
+            injected_errno(drawn.injected),
+        ):
+            record = run_attempt(plan, bench.ctx)
+    finally:
+        WATCH.armed = None
     run_dir = bench.paths.runs_dir / record.run_id
     try:
+        assert WATCH.found == [], drawn  # no agent entry looked up by its name
         assert record.status != "harness_error", (record.error_message, drawn)
         want = expected_status(drawn)
         assert record.status == want, (record.error_message, record.validation_message, drawn)
