@@ -1,17 +1,19 @@
 """An attempt's own files and fields, read for the run explorer (no Streamlit, no SQL here).
 
 The files (logs, submission, transcript, workspace listing) were written by the agent or its
-sandbox: only a regular file inside the attempt's run folder is read, and only its head.
+sandbox: only a regular file inside the attempt's run folder is read, reached through folder
+descriptors without following a link (``runner.agent_files.read_head``), and only its head.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import stat
 from pathlib import Path
 
 import pandas as pd
+
+from runner.agent_files import read_head
 
 LOG_PREVIEW_BYTES = 64 * 1024
 
@@ -20,20 +22,15 @@ def run_file_preview(record: dict, field: str, limit: int = LOG_PREVIEW_BYTES) -
     """The head of a file the record points to (``stdout_path``, ``submission_path``, ...).
 
     Paths are relative to the run folder, which is where the loaded record file lives. Files an
-    agent wrote are untrusted: only a regular file (no symlink) inside the run folder is read,
-    and at most ``limit`` bytes. None when the record has no such file on this machine.
+    agent wrote are untrusted: only a regular file inside the run folder, reached without
+    following a link, is read, and at most ``limit`` bytes. None when the record has no such
+    file on this machine.
     """
     relative, source = record.get(field), record.get("source_path")
     if not relative or not source:
         return None
-    run_dir = Path(source).parent.resolve()
-    target = run_dir / relative
-    try:
-        if not stat.S_ISREG(target.lstat().st_mode) or not target.resolve().is_relative_to(run_dir):
-            return None
-        with target.open("rb") as fh:
-            head = fh.read(limit + 1)
-    except OSError:
+    head = read_head(Path(source).parent, relative, limit)
+    if head is None:
         return None
     text = head[:limit].decode("utf-8", errors="replace")
     return text + ("\n… (truncated)" if len(head) > limit else "")

@@ -39,7 +39,7 @@ def build_checks(
     def no_private_paths_in_records(bench: BenchConfig) -> dg.AssetCheckResult:
         layout = bench.layout(bench.suite(suite_id))
         records = _suite_records(layout)
-        problems = private_references(records, layout.runs_dir)
+        problems = private_references(records)
         return dg.AssetCheckResult(
             passed=not problems, metadata={"records": len(records), "problems": problems[:20]}
         )

@@ -194,21 +194,21 @@ def _execute(
         )
     else:
         verdict = judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
-    record = RunRecord.assemble(
+    # After the verdict, before the record: what could not be dropped is noted in it.
+    dropped_notes = drop_inputs(workspace)
+    return RunRecord.assemble(
         setup,
         verdict,
-        sandbox=_sandbox_report(result, run_dir, stdout_log, stderr_log),
+        sandbox=_sandbox_report(result, run_dir, stdout_log, stderr_log, dropped_notes),
         driver=driver.report(),
         instructions_sha256=instructions_sha256(instructions),
         local_validation_score=_local_score(request.stdout_path),
         finished_at=_now(),
     )
-    drop_inputs(workspace)
-    return record
 
 
 def _sandbox_report(
-    result: SandboxResult, run_dir: Path, stdout_log: str, stderr_log: str
+    result: SandboxResult, run_dir: Path, stdout_log: str, stderr_log: str, notes: list[str]
 ) -> SandboxReport:
     return SandboxReport(
         wall_seconds=result.wall_seconds,
@@ -225,7 +225,7 @@ def _sandbox_report(
             if result.workspace_listing is None
             else str(result.workspace_listing.relative_to(run_dir))
         ),
-        sandbox_notes=result.notes or None,
+        sandbox_notes=[*result.notes, *notes] or None,
         stdout_path=stdout_log,
         stderr_path=stderr_log,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import PurePosixPath
 
 from runner.prepared import PreparedTask
 from runner.records import RunRecord
@@ -58,18 +58,32 @@ def manifest_drift(
 RECORD_PATH_FIELDS = ("stdout_path", "stderr_path", "transcript_path", "submission_path")
 
 
-def private_references(records: Iterable[RunRecord], runs_dir: Path) -> list[str]:
-    """Record paths that name a ``private`` directory or resolve outside their run folder."""
+def private_references(records: Iterable[RunRecord]) -> list[str]:
+    """Record paths that name a ``private`` directory or lead outside their run folder.
+
+    Judged on what the record says (its paths are relative to its run folder), never by
+    resolving them on disk: the entries they name are the agent's (a submission may be a
+    link to anywhere, or a loop), and where those point is no claim of the record.
+    """
     problems = []
     for r in records:
-        run_dir = (runs_dir / r.run_id).resolve()
         for name in RECORD_PATH_FIELDS:
             value = getattr(r, name)
             if value is None:
                 continue
-            target = (run_dir / value).resolve()
-            if "private" in Path(value).parts:
+            path = PurePosixPath(value)
+            if "private" in path.parts:
                 problems.append(f"{r.run_id}: {name} {value!r} points into a private directory")
-            elif not target.is_relative_to(run_dir):
+            elif path.is_absolute() or _climbs_out(path):
                 problems.append(f"{r.run_id}: {name} {value!r} leaves the run folder")
     return problems
+
+
+def _climbs_out(path: PurePosixPath) -> bool:
+    """Does the relative ``path`` reach above its start (``a/../..``), by its text alone?"""
+    depth = 0
+    for part in path.parts:
+        depth += -1 if part == ".." else 1
+        if depth < 0:
+            return True
+    return False

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from runner.agent_files import AgentFolder, describe_error
 from runner.errors import TmlbenchError
 from runner.records import (
     TEMP_PREFIX,
@@ -122,7 +123,7 @@ def record_dead_harness(
     # Its mounts outlive a killed harness: the workspace's own filesystem and the views.
     recover_workspace(run_dir / WORKSPACE_DIR, limits.disk_bytes, limits.inodes)
     release_views(run_dir / VIEWS_NAME)
-    drop_inputs(run_dir / WORKSPACE_DIR)
+    notes = drop_inputs(run_dir / WORKSPACE_DIR)
     clear_leftovers(run_dir)
     if started is None:
         who, when = "", " (start time unknown)"
@@ -137,7 +138,7 @@ def record_dead_harness(
             error_message=f"{HARNESS_DIED}: the harness{who} that ran this attempt{when} was "
             "killed before it wrote the record; found unfinished, not blamed on the agent",
         ),
-        sandbox=SandboxReport(stdout_path=stdout, stderr_path=stderr),
+        sandbox=SandboxReport(stdout_path=stdout, stderr_path=stderr, sandbox_notes=notes or None),
         finished_at=now,
     )
     write_record(run_dir, record)
@@ -151,9 +152,26 @@ def died_mid_attempt(record: RunRecord) -> bool:
     )
 
 
-def drop_inputs(workspace: Path) -> None:
-    """Remove the copied public inputs (identical to public/): keeps what the agent made, saves disk."""
-    for name in COPIED_INPUTS:
-        path = workspace / name
-        if path.is_file() and not path.is_symlink():
-            path.unlink()
+def drop_inputs(workspace: Path) -> list[str]:
+    """Remove the copied public inputs (identical to public/): keeps what the agent made, saves disk.
+
+    Only a regular file is removed, looked at through the folder's descriptor, never by
+    resolving its name (``runner.agent_files``). Whatever else the agent left under an
+    input's name stays, with a note saying why (never a fault: it is the agent's doing).
+    """
+    notes = []
+    with AgentFolder(workspace) as folder:
+        for name in COPIED_INPUTS:
+            look = folder.look(name)
+            if not look.exists:
+                continue
+            if look.error is not None:
+                notes.append(f"{name} kept: it cannot be looked at ({describe_error(look.error)})")
+            elif not look.is_regular_file:
+                notes.append(f"{name} kept: the agent left a {look.kind()} there")
+            else:
+                try:
+                    folder.remove_file(name)
+                except OSError as exc:
+                    notes.append(f"{name} kept: it cannot be removed ({describe_error(exc)})")
+    return [f"workspace: {note}" for note in notes]

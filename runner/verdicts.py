@@ -2,12 +2,17 @@
 
 Every verdict on an attempt that left a submission file carries its fingerprints
 (``runner.fingerprint``): the grader's own for a graded file, :func:`ungraded`'s otherwise.
+
+Whether the agent left a submission is asked of its folder's descriptor, never by resolving
+the name (``runner.agent_files``): a name the harness cannot look at counts as left, and the
+grader then refuses it with the reason (``invalid_submission``), never a fault.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from runner.agent_files import AgentFolder
 from runner.errors import TmlbenchError
 from runner.grading import (
     InvalidSubmission,
@@ -43,7 +48,7 @@ def judge(
             f"the attempt broke its {result.limit_exceeded} cap",
         )
     submission = workspace / task.submission.file
-    if not (submission.exists() or submission.is_symlink()):
+    if not left_behind(workspace, task.submission.file):
         if result.exit_code == 0:
             return Verdict(
                 status="no_submission", error_message="the agent exited without a submission"
@@ -82,15 +87,22 @@ def ungraded(
     attempt would refuse to read (a symlink, a FIFO, an oversized file) gets no hash here
     either. No canonical form: only a scored submission has one.
     """
-    submission = workspace / task.submission.file
-    if not (submission.exists() or submission.is_symlink()):
+    if not left_behind(workspace, task.submission.file):
         return Verdict(status=status, error_message=message)
     return Verdict(
         status=status,
         error_message=message,
         submission_path=f"{WORKSPACE_DIR}/{task.submission.file}",
-        submission_sha256=hash_submission_file(submission, max_bytes=_size_cap(prepared, task)),
+        submission_sha256=hash_submission_file(
+            workspace / task.submission.file, max_bytes=_size_cap(prepared, task)
+        ),
     )
+
+
+def left_behind(workspace: Path, name: str) -> bool:
+    """Did the agent leave an entry ``name`` of any kind (or one the harness cannot look at)?"""
+    with AgentFolder(workspace) as folder:
+        return folder.look(name).exists
 
 
 def _size_cap(prepared: PreparedTask, task: TaskSpec) -> int:

@@ -9,6 +9,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from runner.agent_files import AgentFolder, describe_error, file_kind
 from runner.grading.invalid import InvalidSubmission
 
 MIN_MAX_BYTES = 64 * 1024 * 1024
@@ -64,47 +65,49 @@ def open_submission(
 
     Returns the open file descriptor; the caller closes it.
 
-    Only a regular file of at most ``max_bytes`` bytes (by its size) is opened: a symlink is
-    refused by ``lstat`` and again by ``O_NOFOLLOW`` (it may be swapped in between), a FIFO
-    or device is never opened (and ``O_NONBLOCK`` would not let one block), and the opened
-    file must be the one inspected.
+    The name is looked at only through its folder's descriptor (``runner.agent_files``),
+    never resolved: whatever it is (a link to a 300-byte name, a loop, an unreadable
+    entry), the answer is a refusal, never an ``OSError``. Only a regular file of at most
+    ``max_bytes`` bytes (by its size) is opened: a symlink is refused by ``lstat`` and again
+    by ``O_NOFOLLOW`` (it may be swapped in between), a FIFO or device is never opened (and
+    ``O_NONBLOCK`` would not let one block), and the opened file must be the one inspected.
     """
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        raise fail("missing_file", f"No submission file was found at {path}.") from None
-    except OSError as exc:
-        raise fail(
-            "unreadable_csv", f"The submission at {path} cannot be inspected: {exc.strerror}."
-        ) from None
-    mode = st.st_mode
-    if stat.S_ISLNK(mode):
-        raise fail(
-            "not_regular_file",
-            f"The submission {path.name} is a symbolic link; only a regular file is accepted "
-            "(write the CSV itself, not a link to it).",
-        )
-    if not stat.S_ISREG(mode):
-        raise fail(
-            "not_regular_file",
-            f"The submission {path.name} is a {_file_kind(mode)}, not a regular file.",
-        )
-    if st.st_size > max_bytes:
-        raise too_large(st.st_size)  # refused without reading a byte
-
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK):
+    with AgentFolder(path.parent) as folder:
+        try:
+            st = folder.lstat(path.name)
+        except (FileNotFoundError, NotADirectoryError):
+            raise fail("missing_file", f"No submission file was found at {path}.") from None
+        except OSError as exc:
+            raise fail(
+                "unreadable_csv",
+                f"The submission {path.name} cannot be inspected: {describe_error(exc)}.",
+            ) from None
+        mode = st.st_mode
+        if stat.S_ISLNK(mode):
             raise fail(
                 "not_regular_file",
-                f"The submission {path.name} became a symbolic link while being read.",
+                f"The submission {path.name} is a symbolic link; only a regular file is "
+                "accepted (write the CSV itself, not a link to it).",
+            )
+        if not stat.S_ISREG(mode):
+            raise fail(
+                "not_regular_file",
+                f"The submission {path.name} is a {file_kind(mode)}, not a regular file.",
+            )
+        if st.st_size > max_bytes:
+            raise too_large(st.st_size)  # refused without reading a byte
+        try:
+            fd = folder.open_file(path.name)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):
+                raise fail(
+                    "not_regular_file",
+                    f"The submission {path.name} became a symbolic link while being read.",
+                ) from None
+            raise fail(
+                "unreadable_csv",
+                f"The submission {path.name} cannot be opened: {describe_error(exc)}.",
             ) from None
-        raise fail(
-            "unreadable_csv", f"The submission {path.name} cannot be opened: {exc.strerror}."
-        ) from None
     try:
         fst = os.fstat(fd)
     except OSError:
@@ -127,17 +130,3 @@ def read_capped(fd: int, max_bytes: int, block: int | None = None) -> Iterator[b
             return
         total += len(chunk)
         yield chunk
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"

@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.agent_files import DIR_FLAGS, FILE_FLAGS
+
 SETID = stat.S_ISUID | stat.S_ISGID
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 COPY_CHUNK = 8 << 20
 
 
@@ -67,9 +68,26 @@ def _entries(dir_fd: int) -> Iterator[os.DirEntry[str]]:
         yield from it
 
 
-def _open_dir(name: str, dir_fd: int) -> int | None:
+def open_dir(name: str | Path, dir_fd: int | None = None) -> int:
+    """A descriptor of the folder ``name`` (never through a link), entering it as its owner.
+
+    A harness without root shares its uid with the agent, which may have taken every right
+    off a folder (``chmod 000``, the workspace's own folder included): the owner may give
+    them back, so a pass never stops at (or raises on) what the agent locked.
+    """
     try:
         return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise
+        os.chmod(name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=dir_fd, follow_symlinks=False)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+
+
+def _open_dir(name: str, dir_fd: int) -> int | None:
+    try:
+        return open_dir(name, dir_fd)
     except OSError:
         return None
 
@@ -136,7 +154,7 @@ def copy_out(src: Path, dst: Path, bounds: Bounds) -> WalkReport:
     allocated) are left out.
     """
     report = WalkReport()
-    src_fd = os.open(src, DIR_FLAGS)
+    src_fd = open_dir(src)
     os.mkdir(dst, (stat.S_IMODE(os.fstat(src_fd).st_mode) & 0o777) | 0o700)
     dst_fds: dict[int, int] = {}  # source dir fd -> its copy's fd
     try:
@@ -194,9 +212,8 @@ def _forget_closed(dst_fds: dict[int, int], walk: _Walk) -> None:
 
 def _copy_file(name: str, src_dir: int, dst_dir: int, mode: int, size: int) -> int:
     """Copy one regular file by descriptors, holes as holes; the bytes of data copied."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        src = os.open(name, flags, dir_fd=src_dir)
+        src = os.open(name, FILE_FLAGS, dir_fd=src_dir)
     except OSError:
         return 0
     try:
@@ -262,7 +279,7 @@ def _data_extents(fd: int, size: int) -> Iterator[tuple[int, int]]:
 def listing(root: Path, bounds: Bounds, *, rows: int = 200) -> WalkReport:
     """Entries and total file size under ``root``, with the ``rows`` largest files."""
     report = WalkReport()
-    root_fd = os.open(root, DIR_FLAGS)
+    root_fd = open_dir(root)
     try:
         walk = _Walk(root_fd, bounds, report)
         for dir_fd, name, path, st in walk:
@@ -287,7 +304,7 @@ def sanitize_in_place(
     unvisited stays on the host: reported in the ``skipped`` counts.
     """
     report = WalkReport()
-    root_fd = os.open(root, DIR_FLAGS)
+    root_fd = open_dir(root)
     try:
         if owner is not None:
             with contextlib.suppress(OSError):
@@ -347,7 +364,7 @@ def remove_tree_at(parent_fd: int, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=parent_fd)
         return
-    top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    top = open_dir(name, parent_fd)
     token = secrets.token_hex(8)  # flattened names an agent cannot have prepared
     try:
         pending: list[str | None] = [None]  # None: ``top`` itself; else a folder inside it

@@ -99,3 +99,38 @@ def test_a_benign_attempt_runs_beside_a_hostile_workspace(arena: Arena, mode: st
     assert bad.record.status == status, (bad.record.status, bad.record.error_message)
     assert_nothing_left_on_the_host(arena, bad.run_dir)
     arena.assert_host_unchanged()
+
+
+LONG_TARGET = "/" + "a" * 300  # a name component past NAME_MAX: ENAMETOOLONG when followed
+
+
+def test_inputs_the_harness_cannot_follow_leave_a_valid_submission_a_success(arena: Arena):
+    """Links at the dropped inputs' names are the agent's (a note), never a harness fault."""
+    out = arena.run("hostile_workspace.py", "unfollowable-inputs", *arena.targets(), budget=30)
+    report = out.report()
+    assert report["train.csv"] == LONG_TARGET and report["test.csv"] == "test.csv", report
+    record = out.record
+    assert record.status == "success", (record.status, record.error_message)
+    assert record.score == 0.5 and record.submission_sha256 is not None
+    notes = record.sandbox_notes or []
+    for name in ("train.csv", "test.csv"):
+        assert f"workspace: {name} kept: the agent left a symbolic link there" in notes, notes
+    assert os.readlink(out.workspace / "train.csv") == LONG_TARGET  # kept as a link, unfollowed
+    assert_nothing_left_on_the_host(arena, out.run_dir)
+    arena.assert_host_unchanged()
+
+
+def test_a_submission_the_harness_cannot_follow_is_invalid(arena: Arena):
+    """A submission link to a 300-byte name is refused with its reason, never a harness fault."""
+    out = arena.run("hostile_workspace.py", "unfollowable-submission", *arena.targets(), budget=30)
+    assert out.report()["submission.csv"] == LONG_TARGET
+    record = out.record
+    assert record.status == "invalid_submission", (record.status, record.error_message)
+    assert record.validation_code == "not_regular_file"
+    assert "submission.csv is a symbolic link" in (record.validation_message or "")
+    assert record.submission_path == "workspace/submission.csv"
+    assert record.submission_sha256 is None
+    assert not (out.workspace / "train.csv").exists()  # the regular inputs are still dropped
+    assert (out.workspace / "my-submission.csv").is_file()
+    assert_nothing_left_on_the_host(arena, out.run_dir)
+    arena.assert_host_unchanged()

@@ -108,7 +108,7 @@ def test_audits_find_coverage_gaps_manifest_drift_and_private_paths(tmp_path, pa
 
     sneaky = ok.model_copy(update={"submission_path": "../../data/tasks/x/private/answers.csv"})
     outside = ok.model_copy(update={"transcript_path": "../other-run/log"})
-    problems = private_references([ok, sneaky, outside], tmp_path / "runs")
+    problems = private_references([ok, sneaky, outside])
     assert len(problems) == 2
     assert "points into a private directory" in problems[0]
     assert "leaves the run folder" in problems[1]

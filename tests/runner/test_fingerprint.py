@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from runner.agent_files import AgentFolder
 from runner.fingerprint import canonical_text, normalized_sha256
 from runner.grading import (
     InvalidSubmission,
@@ -333,7 +334,8 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path, monkeypa
     secret = write(tmp_path, BASE, "answers.csv")
     link = tmp_path / "submission.csv"
     link.symlink_to(secret)
-    monkeypatch.setattr(guarded_open.os, "lstat", os.stat)  # as if the link appeared just after
+    # As if the link appeared just after the check: the check sees what it points at.
+    monkeypatch.setattr(AgentFolder, "lstat", lambda self, name: os.stat(name, dir_fd=self.fd))
     assert hash_submission_file(link, max_bytes=1 << 20) is None
     with pytest.raises(InvalidSubmission) as info:
         grade_submission(link, TASK, ANSWERS)

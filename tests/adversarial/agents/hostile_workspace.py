@@ -10,6 +10,13 @@ Modes:
                the same flood, then it deletes a few and submits honestly (it coped)
   specials     a fifo, a listening unix socket, 500 hard links to one 40 MiB file, links to
                /etc/shadow and to the answers' host path, set-id bits; then submits honestly
+  unfollowable-inputs
+               submits honestly, then leaves the inputs the harness drops as links it cannot
+               follow: train.csv to a 300-byte name component (ENAMETOOLONG), test.csv to
+               itself (ELOOP)
+  unfollowable-submission
+               an honest CSV under another name, and submission.csv as a link to a 300-byte
+               name component
 Reports what each step got (errno names), how far it went, and what it left.
 """
 
@@ -91,6 +98,15 @@ def specials() -> None:
     report["setuid_kept_inside"] = bool(os.stat("suid.sh").st_mode & stat.S_ISUID)
 
 
+LONG = "/" + "a" * 300  # past NAME_MAX (255): whoever follows it gets ENAMETOOLONG
+
+
+def unfollowable(name: str, target: str) -> None:
+    os.unlink(name)
+    tries[name] = outcome(lambda: os.symlink(target, name))
+    report[name] = os.readlink(name)
+
+
 if a.mode == "deep":
     os.chmod("INSTRUCTIONS.md", 0o4644)
     deep(1500)
@@ -106,5 +122,14 @@ if a.mode == "inodes-then-submit":
 elif a.mode == "specials":
     specials()
     submit_sample()
+elif a.mode == "unfollowable-inputs":
+    submit_sample()
+    unfollowable("train.csv", LONG)
+    unfollowable("test.csv", "test.csv")
+elif a.mode == "unfollowable-submission":
+    submit_sample()
+    os.rename("submission.csv", "my-submission.csv")
+    tries["submission.csv"] = outcome(lambda: os.symlink(LONG, "submission.csv"))
+    report["submission.csv"] = os.readlink("submission.csv")
 emit(report)
 raise SystemExit(3 if a.mode in ("fallocate", "inodes") else 0)

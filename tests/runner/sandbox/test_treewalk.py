@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -166,3 +169,55 @@ def test_a_pass_out_of_budget_reports_instead_of_raising(tmp_path: Path, bounds:
     (root / "f").touch()
     report = copy_out(root, tmp_path / "out", bounds)
     assert report.entries == 0 and sum(report.skipped.values()) == 1
+
+
+@contextlib.contextmanager
+def as_owner_of(root: Path) -> Iterator[None]:
+    """Be a harness without root that owns ``root`` (as when it shares its uid with the agent).
+
+    As root: the tree goes to uid 65534 and this process takes that uid as its effective one
+    (which drops the capabilities that let root ignore modes) until the block ends.
+    """
+    if os.geteuid() != 0:
+        yield
+        return
+    for top, dirs, files in os.walk(root):
+        for name in [top, *(os.path.join(top, n) for n in dirs + files)]:
+            os.chown(name, 65534, 65534, follow_symlinks=False)
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def locked_workspace(root: Path) -> None:
+    """What an agent sharing the harness's uid may leave: folders it took every right off."""
+    (root / "locked" / "inner").mkdir(parents=True)
+    (root / "locked" / "inner" / "f").write_bytes(b"x" * 10)
+    (root / "submission.csv").write_bytes(b"id,y\n")
+    os.chmod(root / "locked" / "inner", 0)
+    os.chmod(root / "locked", 0)
+    os.chmod(root, 0)  # the workspace's own folder too
+
+
+def test_a_harness_without_root_enters_what_the_agent_locked():
+    # Not under pytest's tmp_path: its folders are root's alone, out of the owner's reach.
+    parent = Path(tempfile.mkdtemp(prefix="tmlbench-locked-"))
+    os.chmod(parent, 0o755)
+    root = parent / "ws"
+    root.mkdir()
+    locked_workspace(root)
+    try:
+        with as_owner_of(parent):
+            assert listing(root, Bounds()).bytes == 15  # every file reached
+            sanitize_in_place(root, Bounds())
+            assert os.listdir(root / "locked" / "inner") == ["f"]
+            remove_tree(root)
+        assert not root.exists()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            remove_tree(root)
+        parent.rmdir()
