@@ -22,7 +22,7 @@ from runner.terminal import console
 from warehouse.db import WAREHOUSE_ENV, connect, one_row, warehouse_path
 
 if TYPE_CHECKING:
-    from warehouse.loader import LoadReport
+    from warehouse.loader import LoadReport, SpecReport
 
 warehouse_option = click.option(
     "--warehouse",
@@ -57,9 +57,22 @@ RUNS_DIR_OPTION = click.option(
 )
 
 
+def _print_specs(specs: SpecReport) -> None:
+    console.print(f"specs: {specs.tasks} tasks, {specs.agents} agents, {specs.suites} suites")
+    for problem in specs.skipped:
+        console.print(f"  skipped {problem.message}", markup=False, highlight=False)
+    if specs.skipped:
+        console.print(
+            f"  {len(specs.skipped)} spec file(s) skipped: fix each as its line says; until "
+            "then the warehouse keeps what an earlier load had for them",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _load_everything(
     paths: Paths, runs_dir: Path | None, db: Path, rehash: bool = False
-) -> LoadReport:
+) -> tuple[SpecReport, LoadReport]:
     """Specs, then every record under the runs dir, into ``db``; prints what happened."""
     from warehouse.db import apply_ddl
     from warehouse.loader import LoadReport, load_runs, load_specs
@@ -68,10 +81,8 @@ def _load_everything(
     con = connect(db)
     try:
         apply_ddl(con)
-        counts = load_specs(con, paths)
-        console.print(
-            f"specs: {counts['tasks']} tasks, {counts['agents']} agents, {counts['suites']} suites"
-        )
+        specs = load_specs(con, paths)
+        _print_specs(specs)
         if runs_dir.is_dir():
             report = load_runs(con, runs_dir, rehash=rehash)
         else:
@@ -82,7 +93,7 @@ def _load_everything(
     finally:
         con.close()
     console.print(f"warehouse {db}: {total:,} runs")
-    return report
+    return specs, report
 
 
 @warehouse.command("load")
@@ -97,12 +108,13 @@ def _load_everything(
 def warehouse_load(
     paths: Paths, runs_dir: Path | None, rehash: bool, warehouse_file: Path | None
 ) -> None:
-    """Load task/agent specs and every new or changed run record (idempotent; exit code 1 if
-    any is rejected). Files already loaded and unchanged are only stat'ed."""
-    report = _load_everything(
+    """Load task/agent/suite specs and every new or changed run record (idempotent; exit code 1
+    if any record is rejected or any spec file skipped: the rest is loaded all the same). Files
+    already loaded and unchanged are only stat'ed."""
+    specs, report = _load_everything(
         paths or Paths.from_env(), runs_dir, _resolve(warehouse_file), rehash=rehash
     )
-    if report.rejected:
+    if report.rejected or specs.skipped:
         sys.exit(1)
 
 
@@ -120,7 +132,8 @@ def warehouse_build(
 ) -> None:
     """Load specs and run records, then build the dbt marts (models, data and unit tests).
 
-    Rejected records are reported and left out; the marts are built from the rest.
+    Rejected records and skipped spec files are reported and left out; the marts are built
+    from the rest.
     """
     from warehouse.marts import build_marts  # dbt: seconds to import, only for a build
 
