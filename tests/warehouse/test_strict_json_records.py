@@ -69,8 +69,8 @@ def test_every_float_field_may_be_null():
         assert type(None) in typing.get_args(annotation), name
 
 
-# 60 generated batches of 1-4 records per run (one warehouse load each; about 10 s).
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 40 generated batches of 1-4 records per run (one warehouse load each: about 10 s).
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.fixed_dictionaries({name: floats for name in FLOAT_FIELDS}), min_size=1, max_size=4)
 )
