@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.text import Text
 
 from runner.config import Paths
 from runner.errors import TmlbenchError
@@ -42,7 +43,8 @@ def _print_report(report: LoadReport, what: str) -> None:
         f"[{'red' if report.rejected else 'green'}]{len(report.rejected):,} rejected[/]"
     )
     for _, message in report.rejected:
-        console.print(f"  [red]rejected[/] {message}", markup=False, highlight=False)
+        # markup off for the message (a path may hold [brackets]), on for the label
+        console.print(Text.assemble("  ", ("rejected", "red"), f" {message}"), highlight=False)
 
 
 @click.group("warehouse")
@@ -60,7 +62,9 @@ RUNS_DIR_OPTION = click.option(
 def _print_specs(specs: SpecReport) -> None:
     console.print(f"specs: {specs.tasks} tasks, {specs.agents} agents, {specs.suites} suites")
     for problem in specs.skipped:
-        console.print(f"  skipped {problem.message}", markup=False, highlight=False)
+        console.print(
+            Text.assemble("  ", ("skipped", "red"), f" {problem.message}"), highlight=False
+        )
     if specs.skipped:
         console.print(
             f"  {len(specs.skipped)} spec file(s) skipped: fix each as its line says; until "
