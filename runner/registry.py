@@ -179,8 +179,8 @@ def suite_members(suite: SuiteSpec, paths: Paths) -> tuple[list[AgentSpec], list
     if problems:
         suite_file = paths.suites_dir / f"{suite.id}.yaml"
         raise SpecError(
-            f"suite {suite.id!r} ({suite_file}) cannot run: "
-            + "; ".join(problems)
-            + f". Fix these files, or take them out of {suite_file}; other suites are unaffected."
+            f"suite {suite.id!r} ({suite_file}) cannot run:\n"
+            + "".join(f"  - {problem}\n" for problem in problems)
+            + f"Fix these files, or take them out of {suite_file}; other suites are unaffected."
         )
     return agents, tasks

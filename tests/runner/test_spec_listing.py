@@ -105,7 +105,8 @@ def test_a_suite_listing_a_bad_or_missing_spec_refuses_to_run_and_others_run(spe
     with pytest.raises(SpecError) as refused:
         suite_settings(bad, specs)
     message = str(refused.value)
-    assert message.startswith(f"suite 'bad' ({specs.suites_dir / 'bad.yaml'}) cannot run: ")
+    assert message.startswith(f"suite 'bad' ({specs.suites_dir / 'bad.yaml'}) cannot run:\n")
+    assert len(message.splitlines()) == 5  # the head, a line per problem, what to do
     # every problem at once, each naming its file and what is wrong
     assert f"agents: 'broken': {broken}: invalid AgentSpec: limits.cpus" in message
     assert f"agents: 'ghost': unknown agent 'ghost': {specs.agents_dir / 'ghost.yaml'}" in message
