@@ -37,7 +37,9 @@ def main() -> None:
     args = parser.parse_args()
     paths = Paths.from_env()
     tasks = [
-        t for t in list_tasks(paths.tasks_dir) if not args.tasks or t.id in args.tasks.split(",")
+        t
+        for t in list_tasks(paths.tasks_dir).specs
+        if not args.tasks or t.id in args.tasks.split(",")
     ]
     print(f"machine: {describe_machine()}")
     print(f"budget: {args.budget} s per attempt, 1 CPU each, bwrap sandbox\n")

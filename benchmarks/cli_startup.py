@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--agents", nargs="*", help="agent ids (default: one per CLI)")
     args = parser.parse_args()
     print(describe_machine())
-    clis = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "command" and a.cli]
+    clis = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command" and a.cli]
     one_per_cli = {a.harness: a for a in reversed(clis)}
     chosen = [a for a in clis if a.id in args.agents] if args.agents else one_per_cli.values()
     with tempfile.TemporaryDirectory(prefix="tmlbench-cli-startup-") as tmp:

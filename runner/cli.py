@@ -17,11 +17,12 @@ import click
 from runner import __version__
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from runner.terminal import console
+from runner.terminal import console, err_console
 
 if TYPE_CHECKING:
     from runner.agent_check import CheckStep
     from runner.prepared import PreparedTask
+    from runner.registry import SpecProblem
 
 
 class _BackendChoice(click.Choice[str]):
@@ -67,8 +68,9 @@ def tasks_list(paths: Paths) -> None:
     from runner.prepared import prepared_task
     from runner.registry import list_tasks
 
+    listing = list_tasks(paths.tasks_dir)
     table = Table("task", "type", "metric", "full rows", "kaggle competition", "prepared")
-    for task in list_tasks(paths.tasks_dir):
+    for task in listing.specs:
         prepared = prepared_task(paths.data_dir, task.id)
         table.add_row(
             task.id,
@@ -79,6 +81,7 @@ def tasks_list(paths: Paths) -> None:
             _prepared_label(prepared),
         )
     console.print(table)
+    _exit_if_skipped(listing.problems, "task")
 
 
 @tasks.command("prepare")
@@ -113,8 +116,10 @@ def tasks_prepare(
     from runner.prepare import prepare_from_download, prepare_twin
     from runner.registry import list_tasks, load_task
 
+    skipped: list[SpecProblem] = []
     if all_tasks:
-        task_ids = tuple(t.id for t in list_tasks(paths.tasks_dir))
+        listing = list_tasks(paths.tasks_dir)
+        task_ids, skipped = tuple(listing.ids), listing.problems
     if not task_ids:
         raise TmlbenchError("name at least one task (see: tmlbench tasks list) or pass --all")
     if rows and scale:
@@ -133,6 +138,21 @@ def tasks_prepare(
         console.print(
             f"[green]prepared[/] {task_id} → {prepared.root} ({_prepared_label(prepared)})"
         )
+    _exit_if_skipped(skipped, "task")
+
+
+def _exit_if_skipped(problems: list[SpecProblem], kind: str) -> None:
+    """After a command did what it could with the valid specs: a warning per spec file it
+    skipped (on stderr, naming the file and what is wrong), then exit status 1."""
+    if not problems:
+        return
+    for problem in problems:
+        err_console.print(f"skipped {problem.message}", markup=False, highlight=False)
+    err_console.print(
+        f"{len(problems)} {kind} spec file(s) skipped, the others were used: fix each file as "
+        "its line says (or move it out of the folder). Exit status 1."
+    )
+    sys.exit(1)
 
 
 def _prepared_label(prepared: PreparedTask) -> str:
@@ -160,8 +180,9 @@ def agents_list(paths: Paths) -> None:
     from runner.clis import find_installed
     from runner.registry import list_agents
 
+    listing = list_agents(paths.agents_dir)
     table = Table("agent", "kind", "title", "harness", "model", "cli", "cpus", "memory")
-    for agent in list_agents(paths.agents_dir):
+    for agent in listing.specs:
         model = "/".join(x for x in (agent.model.provider, agent.model.model_id) if x) or "-"
         installed = find_installed(agent.cli, paths.clis_dir) if agent.cli else None
         cli_state = "-"
@@ -178,6 +199,7 @@ def agents_list(paths: Paths) -> None:
             f"{agent.limits.memory_gb:g} GB",
         )
     console.print(table)
+    _exit_if_skipped(listing.problems, "agent")
 
 
 @agents.command("install")
@@ -191,11 +213,12 @@ def agents_install(paths: Paths, agent_ids: tuple[str, ...], all_agents: bool) -
 
     if all_agents == bool(agent_ids):
         raise click.UsageError("name the agents to install, or give --all")
-    chosen = (
-        [a for a in list_agents(paths.agents_dir) if a.cli is not None]
-        if all_agents
-        else [load_agent(paths.agents_dir, a) for a in agent_ids]
-    )
+    skipped: list[SpecProblem] = []
+    if all_agents:
+        listing = list_agents(paths.agents_dir)
+        chosen, skipped = [a for a in listing.specs if a.cli is not None], listing.problems
+    else:
+        chosen = [load_agent(paths.agents_dir, a) for a in agent_ids]
     done: set[str] = set()  # several agents share one CLI
     for agent in chosen:
         if agent.cli is None:
@@ -210,6 +233,7 @@ def agents_install(paths: Paths, agent_ids: tuple[str, ...], all_agents: bool) -
             f"{agent.cli.bin}: {installed.reported_version} ({key}, {installed.runtime}) "
             f"in {installed.root}"
         )
+    _exit_if_skipped(skipped, "agent")
 
 
 @agents.command("check")

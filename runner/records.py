@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
+import math
 import os
 import tempfile
+import types
+import typing
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.errors import HarnessError, TmlbenchError, describe_validation_error
 from runner.limits import Limit
@@ -193,7 +197,15 @@ class RunRecord(DriverReport, SandboxReport, Verdict, AttemptSetup):
 
     Its fields are declared once, in its parts: each part is the typed value one step of an
     attempt produces, and :meth:`assemble` puts them together.
+
+    A record is strict JSON (RFC 8259 has no inf or nan): a non-finite number given for a field
+    that may be null becomes null, with a line in ``record_notes`` saying so (an agent printing
+    ``local_validation_score: 1e999`` must not make its record unreadable to strict parsers).
+    Anywhere else a non-finite number is refused. Records already on disk with ``NaN``,
+    ``Infinity`` or a number beyond float64 (all parsed as non-finite) are read the same way.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     schema_version: int = RECORD_SCHEMA_VERSION
     finished_at: dt.datetime | None = None
@@ -204,6 +216,11 @@ class RunRecord(DriverReport, SandboxReport, Verdict, AttemptSetup):
         description="what the harness changed to keep the record strict JSON (schema 6), "
         "e.g. a non-finite number recorded as null",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _non_finite_as_null(cls, data: Any) -> Any:
+        return finite_only(data, nullable_fields(cls)) if isinstance(data, dict) else data
 
     @classmethod
     def assemble(
@@ -229,15 +246,53 @@ class RunRecord(DriverReport, SandboxReport, Verdict, AttemptSetup):
         )
 
 
+@functools.cache
+def nullable_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` that may be null."""
+    return frozenset(
+        name
+        for name, info in model.model_fields.items()
+        if typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
+        and type(None) in typing.get_args(info.annotation)
+    )
+
+
+def finite_only(values: dict[str, Any], nullable: frozenset[str]) -> dict[str, Any]:
+    """``values`` with each non-finite number of a ``nullable`` field as null, and one note per
+    field replaced appended to ``record_notes``. Fields are flat: numbers inside a map or list
+    (a map of refused hosts counts ints) are left to validation, which refuses non-finite ones.
+    """
+    replaced = {
+        name: value
+        for name, value in values.items()
+        if name in nullable and isinstance(value, float) and not math.isfinite(value)
+    }
+    if not replaced:
+        return values
+    notes = [
+        f"{name}: {value} is not a finite number, which JSON cannot hold; recorded as null"
+        for name, value in replaced.items()
+    ]
+    earlier = values.get("record_notes")
+    if earlier is not None and not isinstance(earlier, list):
+        return values | dict.fromkeys(replaced)  # validation refuses the notes, with a message
+    return values | dict.fromkeys(replaced) | {"record_notes": [*(earlier or []), *notes]}
+
+
 def write_record(run_dir: Path, record: RunRecord) -> Path:
     """Write ``record.json`` atomically and never over an existing record (records are immutable).
 
     The record appears whole or not at all: it is written to a temporary file, flushed to disk and
     then hard-linked into place. If the disk is full (or any write fails) no ``record.json`` and no
     temporary file is left behind, and a ``HarnessError`` names the file and the reason.
+
+    It is strict JSON: a validated record holds no non-finite number, and one made without
+    validation (``model_copy``, ``model_construct``) gets the same treatment here; were one left
+    anyway, ``allow_nan=False`` makes it an error rather than a record strict parsers refuse.
     """
     final = run_dir / RECORD_FILE
-    payload = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    values = finite_only(record.model_dump(mode="json"), nullable_fields(RunRecord))
+    payload = json.dumps(values, indent=2, sort_keys=True, allow_nan=False) + "\n"
     try:
         fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=run_dir)
     except OSError as exc:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.records import RECORD_FILE, RunRecord, Status, read_record
-from runner.registry import load_agent, load_task
+from runner.registry import suite_members
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 
 if TYPE_CHECKING:
@@ -88,10 +88,8 @@ class Setting:
 
 def suite_settings(suite: SuiteSpec, paths: Paths) -> list[Setting]:
     """Every setting of the suite: agents outermost, then tasks, then budgets."""
-    agents = [
-        _with_cpus(load_agent(paths.agents_dir, a), suite.cpus_per_attempt) for a in suite.agents
-    ]
-    tasks = [load_task(paths.tasks_dir, t) for t in suite.tasks]
+    listed, tasks = suite_members(suite, paths)  # a missing or invalid one: a SpecError
+    agents = [_with_cpus(agent, suite.cpus_per_attempt) for agent in listed]
     return [
         Setting(agent, task, budget, suite.profile_for(budget), suite.id)
         for agent in agents

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.text import Text
 
 from runner.config import Paths
 from runner.errors import TmlbenchError
@@ -22,7 +23,7 @@ from runner.terminal import console
 from warehouse.db import WAREHOUSE_ENV, connect, one_row, warehouse_path
 
 if TYPE_CHECKING:
-    from warehouse.loader import LoadReport
+    from warehouse.loader import LoadReport, SpecReport
 
 warehouse_option = click.option(
     "--warehouse",
@@ -42,7 +43,8 @@ def _print_report(report: LoadReport, what: str) -> None:
         f"[{'red' if report.rejected else 'green'}]{len(report.rejected):,} rejected[/]"
     )
     for _, message in report.rejected:
-        console.print(f"  [red]rejected[/] {message}", markup=False, highlight=False)
+        # markup off for the message (a path may hold [brackets]), on for the label
+        console.print(Text.assemble("  ", ("rejected", "red"), f" {message}"), highlight=False)
 
 
 @click.group("warehouse")
@@ -57,9 +59,24 @@ RUNS_DIR_OPTION = click.option(
 )
 
 
+def _print_specs(specs: SpecReport) -> None:
+    console.print(f"specs: {specs.tasks} tasks, {specs.agents} agents, {specs.suites} suites")
+    for problem in specs.skipped:
+        console.print(
+            Text.assemble("  ", ("skipped", "red"), f" {problem.message}"), highlight=False
+        )
+    if specs.skipped:
+        console.print(
+            f"  {len(specs.skipped)} spec file(s) skipped: fix each as its line says; until "
+            "then the warehouse keeps what an earlier load had for them",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _load_everything(
     paths: Paths, runs_dir: Path | None, db: Path, rehash: bool = False
-) -> LoadReport:
+) -> tuple[SpecReport, LoadReport]:
     """Specs, then every record under the runs dir, into ``db``; prints what happened."""
     from warehouse.db import apply_ddl
     from warehouse.loader import LoadReport, load_runs, load_specs
@@ -68,10 +85,8 @@ def _load_everything(
     con = connect(db)
     try:
         apply_ddl(con)
-        counts = load_specs(con, paths)
-        console.print(
-            f"specs: {counts['tasks']} tasks, {counts['agents']} agents, {counts['suites']} suites"
-        )
+        specs = load_specs(con, paths)
+        _print_specs(specs)
         if runs_dir.is_dir():
             report = load_runs(con, runs_dir, rehash=rehash)
         else:
@@ -82,7 +97,7 @@ def _load_everything(
     finally:
         con.close()
     console.print(f"warehouse {db}: {total:,} runs")
-    return report
+    return specs, report
 
 
 @warehouse.command("load")
@@ -97,12 +112,13 @@ def _load_everything(
 def warehouse_load(
     paths: Paths, runs_dir: Path | None, rehash: bool, warehouse_file: Path | None
 ) -> None:
-    """Load task/agent specs and every new or changed run record (idempotent; exit code 1 if
-    any is rejected). Files already loaded and unchanged are only stat'ed."""
-    report = _load_everything(
+    """Load task/agent/suite specs and every new or changed run record (idempotent; exit code 1
+    if any record is rejected or any spec file skipped: the rest is loaded all the same). Files
+    already loaded and unchanged are only stat'ed."""
+    specs, report = _load_everything(
         paths or Paths.from_env(), runs_dir, _resolve(warehouse_file), rehash=rehash
     )
-    if report.rejected:
+    if report.rejected or specs.skipped:
         sys.exit(1)
 
 
@@ -120,7 +136,8 @@ def warehouse_build(
 ) -> None:
     """Load specs and run records, then build the dbt marts (models, data and unit tests).
 
-    Rejected records are reported and left out; the marts are built from the rest.
+    Rejected records and skipped spec files are reported and left out; the marts are built
+    from the rest.
     """
     from warehouse.marts import build_marts  # dbt: seconds to import, only for a build
 

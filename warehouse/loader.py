@@ -53,7 +53,13 @@ from pydantic import ValidationError
 from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
 from runner.records import RunRecord, run_space
-from runner.registry import list_agents, list_tasks, load_suite, task_spec_sha256
+from runner.registry import (
+    SpecProblem,
+    list_agents,
+    list_suites,
+    list_tasks,
+    task_spec_sha256,
+)
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 from warehouse.bulk_records import FieldRule, arrow_type, bulk_parse, check_columns, field_rules
 from warehouse.db import apply_ddl
@@ -721,7 +727,17 @@ def content_version(con: duckdb.DuckDBPyConnection, table: str) -> str:
 # specs
 
 
-def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
+@dataclass(frozen=True)
+class SpecReport:
+    """What one spec load did: valid specs loaded, and the spec files it skipped (and why)."""
+
+    tasks: int
+    agents: int
+    suites: int
+    skipped: list[SpecProblem] = field(default_factory=list)
+
+
+def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> SpecReport:
     """Replace raw.tasks, raw.suites (with raw.suite_settings) and the spec rows of raw.agents with
     the current spec files.
 
@@ -729,31 +745,51 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
     with a spec gets the spec's row, whatever was there before. Suites are loaded for the rules
     their runner applies per setting (the harness-error ceiling) that the marts report on: the
     current file's rule, as the next run of the suite will apply it.
+
+    An invalid spec file is skipped and reported, never a reason to load nothing: every valid
+    file still loads, and the rows its id had from an earlier load stay (the file is broken
+    now, the runs it describes are not: dropping its rows would drop them from the marts).
     """
     apply_ddl(con)
     now = dt.datetime.now(dt.UTC)
-    tasks = list_tasks(paths.tasks_dir) if paths.tasks_dir.is_dir() else []
-    agents = list_agents(paths.agents_dir) if paths.agents_dir.is_dir() else []
-    suites = _suites(paths.suites_dir)
-    task_rows = _task_rows(tasks, paths.tasks_dir, now)
-    agent_rows = _agent_rows(agents, now)
-    suite_rows = _suite_rows(suites, now)
-    setting_rows = _suite_setting_rows([suite for suite, _ in suites])
+    tasks, agents, suites = (
+        list_tasks(paths.tasks_dir),
+        list_agents(paths.agents_dir),
+        list_suites(paths.suites_dir),
+    )
+    task_rows = _task_rows(tasks.specs, paths.tasks_dir, now)
+    agent_rows = _agent_rows(agents.specs, now)
+    suite_rows = _suite_rows(suites.specs, paths.suites_dir, now)
+    setting_rows = _suite_setting_rows(suites.specs)
+    # the ids of invalid files: their rows are kept as the last valid load left them
+    kept = {
+        "tasks": [p.spec_id for p in tasks.problems],
+        "agents": [p.spec_id for p in agents.problems],
+        "suites": [p.spec_id for p in suites.problems],
+    }
     con.execute("begin transaction")
     try:
         con.register("_tmlbench_tasks", task_rows)
         con.register("_tmlbench_agents", agent_rows)
         con.register("_tmlbench_suites", suite_rows)
         con.register("_tmlbench_suite_settings", setting_rows)
-        con.execute("delete from raw.tasks")
+        con.execute(
+            "delete from raw.tasks where not list_contains($kept, task_id)",
+            {"kept": kept["tasks"]},
+        )
         con.execute("insert into raw.tasks by name select * from _tmlbench_tasks")
-        con.execute("delete from raw.suites")
+        for table in ("raw.suites", "raw.suite_settings"):
+            con.execute(
+                f"delete from {table} where not list_contains($kept, suite_id)",
+                {"kept": kept["suites"]},
+            )
         con.execute("insert into raw.suites by name select * from _tmlbench_suites")
-        con.execute("delete from raw.suite_settings")
         con.execute("insert into raw.suite_settings by name select * from _tmlbench_suite_settings")
         con.execute(
-            "delete from raw.agents where source = 'spec' "
-            "or agent_id in (select agent_id from _tmlbench_agents)"
+            "delete from raw.agents where (source = 'spec' "
+            "or agent_id in (select agent_id from _tmlbench_agents)) "
+            "and not list_contains($kept, agent_id)",
+            {"kept": kept["agents"]},
         )
         con.execute("insert into raw.agents by name select * from _tmlbench_agents")
         con.execute("commit")
@@ -765,7 +801,12 @@ def load_specs(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
         con.unregister("_tmlbench_agents")
         con.unregister("_tmlbench_suites")
         con.unregister("_tmlbench_suite_settings")
-    return {"tasks": len(tasks), "agents": len(agents), "suites": len(suites)}
+    return SpecReport(
+        tasks=len(tasks.specs),
+        agents=len(agents.specs),
+        suites=len(suites.specs),
+        skipped=[*tasks.problems, *agents.problems, *suites.problems],
+    )
 
 
 def _task_rows(tasks: list[TaskSpec], tasks_dir: Path, now: dt.datetime) -> pa.Table:
@@ -815,22 +856,23 @@ def _agent_rows(agents: list[AgentSpec], now: dt.datetime) -> pa.Table:
     )
 
 
-def _suite_rows(suites: list[tuple[SuiteSpec, str]], now: dt.datetime) -> pa.Table:
-    """raw.suites rows of the suite specs, with each file's sha256."""
+def _suite_rows(suites: list[SuiteSpec], suites_dir: Path, now: dt.datetime) -> pa.Table:
+    """raw.suites rows of the suite specs, with the sha256 of each file's bytes."""
+    shas = [hashlib.sha256((suites_dir / f"{s.id}.yaml").read_bytes()).hexdigest() for s in suites]
     return pa.table(
         {
-            "suite_id": pa.array([s.id for s, _ in suites], pa.string()),
-            "title": pa.array([s.title for s, _ in suites], pa.string()),
-            "attempts": pa.array([s.attempts for s, _ in suites], pa.int32()),
-            "attempt_ceiling": pa.array([s.attempt_ceiling for s, _ in suites], pa.int32()),
+            "suite_id": pa.array([s.id for s in suites], pa.string()),
+            "title": pa.array([s.title for s in suites], pa.string()),
+            "attempts": pa.array([s.attempts for s in suites], pa.int32()),
+            "attempt_ceiling": pa.array([s.attempt_ceiling for s in suites], pa.int32()),
             "harness_error_ceiling": pa.array(
-                [s.harness_error_ceiling for s, _ in suites], pa.int32()
+                [s.harness_error_ceiling for s in suites], pa.int32()
             ),
             "provider_error_ceiling": pa.array(
-                [s.provider_error_ceiling for s, _ in suites], pa.int32()
+                [s.provider_error_ceiling for s in suites], pa.int32()
             ),
-            "runs_subdir": pa.array([s.runs_subdir for s, _ in suites], pa.string()),
-            "spec_sha256": pa.array([sha for _, sha in suites], pa.string()),
+            "runs_subdir": pa.array([s.runs_subdir for s in suites], pa.string()),
+            "spec_sha256": pa.array(shas, pa.string()),
             "loaded_at": pa.array([now] * len(suites), pa.timestamp("us", tz="UTC")),
         }
     )
@@ -853,16 +895,6 @@ def _suite_setting_rows(suites: list[SuiteSpec]) -> pa.Table:
             for i, (name, kind) in enumerate(zip(names, types, strict=True))
         }
     )
-
-
-def _suites(suites_dir: Path) -> list[tuple[SuiteSpec, str]]:
-    """Every ``<suites_dir>/<id>.yaml``, validated, with the sha256 of its bytes."""
-    if not suites_dir.is_dir():
-        return []
-    return [
-        (load_suite(suites_dir, path.stem), hashlib.sha256(path.read_bytes()).hexdigest())
-        for path in sorted(suites_dir.glob("*.yaml"))
-    ]
 
 
 def _price(agent: AgentSpec, side: str) -> float | None:

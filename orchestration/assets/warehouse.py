@@ -106,8 +106,12 @@ def raw_warehouse(
         total = _count(con, "raw.runs")
         problems = status_problems(con)
         versions = {key: content_version(con, _table(key)) for key in RAW_KEYS}
+        # rows, not valid files: a skipped file's rows from an earlier load are kept
+        rows = {key: _count(con, _table(key)) for key in (RAW_TASKS, RAW_AGENTS, RAW_SUITES)}
     for path, why in report.rejected:
         context.log.warning(f"rejected {path}: {why}")
+    for problem in specs.skipped:  # every valid spec loaded; what they had before is kept
+        context.log.warning(f"skipped spec file {problem.message}")
     context.log.info(
         f"raw load ({scope}): {report.new} new, {report.unchanged} unchanged, "
         f"{len(report.rejected)} rejected, {report.parsed} files parsed"
@@ -127,12 +131,12 @@ def raw_warehouse(
             "dagster/row_count": total,
         },
     )
-    rows = {RAW_TASKS: specs["tasks"], RAW_AGENTS: specs["agents"], RAW_SUITES: specs["suites"]}
+    skipped = [problem.message for problem in specs.skipped]
     for key, count in rows.items():
         yield dg.MaterializeResult(
             asset_key=key,
             data_version=dg.DataVersion(versions[key]),
-            metadata={"dagster/row_count": count},
+            metadata={"dagster/row_count": count, "skipped_spec_files": skipped},
         )
     yield dg.AssetCheckResult(
         asset_key=RAW_RUNS,

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 
 TASK = "bank-customer-churn-ict-u-ai"
 KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"
-CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "command"]
+CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command"]
 # One agent per CLI: the paper's models share a template, so one of each harness is enough
 # (the Qwen3-Coder one, which every template has).
 ONE_PER_CLI = list(

@@ -27,7 +27,7 @@ PAPER_MODELS = {
 
 
 def test_the_ten_models_of_the_paper_are_shipped_as_llm_agents_on_chutes():
-    llm = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "llm"]
+    llm = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "llm"]
     assert {a.model.model_id: a.model.knowledge_cutoff for a in llm} == PAPER_MODELS
     for agent in llm:
         assert agent.model.provider == "chutes" and agent.llm is not None
@@ -115,7 +115,7 @@ def test_templates_fill_known_fields_and_leave_other_braces_alone():
 def test_every_shipped_cli_agent_is_pinned_and_reaches_its_provider_only_through_the_gateway():
     from runner.registry import list_agents
 
-    clis = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "command"]
+    clis = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command"]
     assert clis
     for agent in clis:
         assert agent.cli is not None and agent.gateway is not None, agent.id

@@ -218,3 +218,60 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
         after = versions(instance)
         assert after["raw/runs"] != before["raw/runs"] and after["snapshot"] != before["snapshot"]
         assert after["raw/tasks"] == before["raw/tasks"]
+
+
+def test_a_broken_agent_file_stops_only_the_suite_that_lists_it(tmp_path: Path, dbt_manifest):
+    """The definitions load, the raw load takes every run and every valid spec (naming the file
+    it skipped), and only the suite listing the broken agent refuses to run, naming it."""
+    import shutil
+
+    import yaml
+
+    from orchestration.assets.warehouse import RAW_AGENTS, RAW_KEYS, RAW_RUNS
+    from orchestration.definitions import build_defs
+    from orchestration.materialize import materialize_suite
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs, suite_files
+    from runner.config import REPO_ROOT
+    from runner.errors import SpecError
+
+    agents = tmp_path / "agents"
+    shutil.copytree(REPO_ROOT / "agents", agents, ignore=shutil.ignore_patterns("__pycache__"))
+    broken = agents / "broken.yaml"
+    broken.write_text("id: broken\nkind: wizard\n")
+    suite = {
+        "id": "tiny", "title": "tiny", "tasks": [BANK], "agents": AGENTS, "budgets": [30],
+        "attempts": 2, "twin_rows": 300, "data_subdir": "tiny", "runs_subdir": "tiny",
+    }  # fmt: skip
+    resources = tiny_suite_resources(tmp_path, suite, agents_dir=agents)
+    uses_broken = {**suite, "id": "uses-broken", "agents": ["broken"], "runs_subdir": "ub"}
+    (tmp_path / "suites" / "uses-broken.yaml").write_text(yaml.safe_dump(uses_broken))
+    bench = resources["bench"]
+
+    files, _ = suite_files(bench.paths().suites_dir)
+    defs = build_defs(files, resources)
+    assert defs.resolve_asset_graph().get(dg.AssetKey(["uses-broken", "agent_runs"]))
+
+    with dg.instance_for_test() as instance:
+        with pytest.raises(SpecError) as refused:
+            materialize_suite("uses-broken", resources, instance)
+        assert f"{broken}: invalid AgentSpec: kind" in str(refused.value)
+        assert "agents: 'broken' has an invalid spec file" in str(refused.value)
+
+        sync_suite(instance, SuiteFile("tiny"), scan_specs(bench.paths()).keys["tiny"])
+        record_setting(bench, key("baseline-constant"))
+        result = dg.materialize(
+            [*defs.assets, *defs.asset_checks],
+            selection=dg.AssetSelection.assets(*RAW_KEYS),
+            resources=resources,
+            instance=instance,
+        )
+    assert result.success
+    meta = {
+        e.materialization.asset_key: {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+    assert meta[RAW_RUNS]["new"] == 2
+    [skipped] = meta[RAW_AGENTS]["skipped_spec_files"]
+    assert skipped.startswith(f"{broken}: invalid AgentSpec: kind")
+    assert meta[RAW_AGENTS]["dagster/row_count"] == len(list(agents.glob("*.yaml"))) - 1

@@ -116,6 +116,28 @@ def test_outcomes_map_to_exactly_one_status(small_paths, tmp_path, script, statu
         assert record.score == pytest.approx(0.5)  # the sample submission is a constant: AUC 0.5
 
 
+def test_a_local_score_beyond_float64_is_recorded_as_null_with_a_note(small_paths, tmp_path):
+    """An agent printing ``local_validation_score: 1e999`` (read as inf) keeps its success, and
+    its record stays strict JSON (issue 25)."""
+    agent, code_dir = scripted_agent(
+        tmp_path,
+        """
+        import shutil
+        shutil.copy("sample_submission.csv", "submission.csv")
+        print("local_validation_score: 1e999")
+    """,
+    )
+    record = attempt(small_paths, agent, TASKS[0], budget=20, code_dir=code_dir)
+    assert record.status == "success" and record.local_validation_score is None
+    assert record.record_notes == [
+        "local_validation_score: inf is not a finite number, which JSON cannot hold; "
+        "recorded as null"
+    ]
+    text = (small_paths.runs_dir / record.run_id / "record.json").read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    assert read_record(small_paths.runs_dir / record.run_id / "record.json") == record
+
+
 def test_agent_cannot_read_private_answers_or_the_repo(small_paths, tmp_path):
     answers = prepared(small_paths, TASKS[0]).answers_path
     agent, code = scripted_agent(

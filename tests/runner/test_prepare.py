@@ -25,7 +25,7 @@ def tree_digest(root: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("task_id", [t.id for t in list_tasks(REPO_ROOT / "tasks")])
+@pytest.mark.parametrize("task_id", list_tasks(REPO_ROOT / "tasks").ids)
 def test_preparing_twice_gives_byte_identical_files(paths, task_id):
     task = load_task(paths.tasks_dir, task_id)
     first = tree_digest(prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=400).root)

@@ -59,7 +59,7 @@ def test_commands_are_registered_through_entry_points():
 def test_warehouse_load_prints_counts_and_is_idempotent(env):
     result = invoke(env, "warehouse", "load")
     assert result.exit_code == 0, result.output
-    agents = len(list_agents(REPO_ROOT / "agents"))
+    agents = len(list_agents(REPO_ROOT / "agents").specs)
     assert f"4 tasks, {agents} agents" in result.output
     assert "4 new, 0 unchanged, 0 rejected" in result.output
     again = invoke(env, "warehouse", "load")
@@ -74,6 +74,27 @@ def test_warehouse_load_reports_rejections(env, tmp_path: Path):
     assert "4 new, 0 unchanged, 1 rejected" in result.output
     assert str(bad.resolve()) in result.output.replace("\n", "")
     assert other.is_file() and not Path(env["TMLBENCH_WAREHOUSE"]).exists()
+
+
+def test_warehouse_load_skips_a_bad_spec_file_and_loads_everything_else(env, tmp_path: Path):
+    """One invalid agent file: every run and every other spec loads; the file is named with
+    what is wrong; exit status 1, as for a rejected record."""
+    import shutil
+
+    agents = tmp_path / "agents"
+    shutil.copytree(REPO_ROOT / "agents", agents)
+    broken = agents / "baseline-gbm.yaml"
+    broken.write_text(broken.read_text() + "surprise: 1\n")
+    result = invoke(env | {"TMLBENCH_AGENTS_DIR": str(agents)}, "warehouse", "load")
+    assert result.exit_code == 1, result.output
+    output = " ".join(result.output.split())
+    valid = len(list_agents(agents).specs)
+    assert f"specs: 4 tasks, {valid} agents, 1 suites" in output
+    assert (
+        f"skipped {broken}: invalid AgentSpec: surprise: Extra inputs are not permitted" in output
+    )
+    assert "1 spec file(s) skipped" in output
+    assert "4 new, 0 unchanged, 0 rejected" in output
 
 
 def test_sql_prints_a_table_and_csv(env):
