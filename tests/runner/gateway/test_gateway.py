@@ -452,6 +452,11 @@ def test_usage_and_reply_for_each_protocol(tmp_path: Path, protocol: str, stream
             "retries": 0,
             "steps": 1,
             "provider_seconds": pytest.approx(stats.provider_seconds, abs=1e-3),
+            "provider_faults": 0,
+            "interrupted_calls": 0,
+            "failed_tokens_in": 0,
+            "failed_tokens_out": 0,
+            "rate_limited": 0,
         }
     call = g.events()[1]
     assert call["protocol"] == protocol and call["stream"] is stream
@@ -688,8 +693,11 @@ def test_keep_alive_serves_two_requests_on_one_connection(tmp_path: Path):
 def test_stale_provider_connection_is_replaced(tmp_path: Path):
     with gateway(tmp_path) as g:
         conn = UnixHTTPConnection(g.socket)
-        g.upstream.answers.append(Answer(headers={"Connection": "close"}))
-        g.upstream.answers.append(Answer(drop=True))  # an idle keep-alive timeout, unannounced
+        chat = json.dumps(CHAT_JSON).encode()
+        g.upstream.answers.append(Answer(body=chat, headers={"Connection": "close"}))
+        # an idle keep-alive timeout, unannounced
+        g.upstream.answers.append(Answer(body=chat, drop=True))
+        g.upstream.answers.append(Answer(body=chat))
         for _ in range(3):
             assert g.post("/v1/chat/completions", REQUEST, conn=conn)[0].status == 200
             time.sleep(0.05)
