@@ -170,6 +170,9 @@ class StatsTally:
         error = reply.error if reply is not None else None
         fatal = fatal_error(kind, status, error)
         outcome = classify(kind, status, reply, interrupted) if kind is not None else None
+        if outcome is not None and outcome.evidence and self._api_key:  # a provider's code
+            evidence = outcome.evidence.replace(self._api_key, "[redacted]")
+            outcome = dataclasses.replace(outcome, evidence=evidence)
         with self._lock:
             s = self._counts
             if fatal is not None and s["provider_error"] is None:

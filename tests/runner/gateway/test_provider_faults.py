@@ -210,6 +210,23 @@ def test_the_gateways_own_502_and_504_are_faults_with_plain_evidence(tmp_path: P
     assert stats.fault_evidence == ("call 1: HTTP 504: the provider did not answer in time",)
 
 
+def test_evidence_holds_no_provider_text_and_never_the_key(tmp_path: Path) -> None:
+    script = [
+        error(503, f"echoing {KEY} in the message", code=KEY),  # a hostile provider
+        error(500, "x", code="has spaces; and the message"),
+        error(429, retry_after=1.5),
+    ]
+    with behind_gateway(tmp_path, script, OPENAI_CHAT) as (gateway, _):
+        for _ in script:
+            post(gateway.socket_path, OPENAI_CHAT, stream=False)
+        stats = gateway.stats()
+    assert stats.fault_evidence == (
+        "call 1: HTTP 503",  # the relay stars the key out: no plain code is left
+        "call 2: HTTP 500",
+        "call 3: HTTP 429 with Retry-After: 1.5",
+    )
+
+
 def test_an_anthropic_overload_mid_stream_is_no_step_and_its_input_tokens_are_failed_tokens(
     tmp_path: Path,
 ) -> None:
