@@ -7,7 +7,7 @@ ends (unrecovered). Whatever a CLI does with each fault (retry, give up, take a 
 for a whole one), the record must follow the provider-fault rule, checked against what the
 provider served (its own log, independent of the gateway's counts): steps and tokens only of
 complete replies, every fault counted, and ``provider_error`` exactly when the attempt would
-have failed after its last call was a fault. Eleven attempts, ~5 minutes on 2 cores: a CLI
+have failed after its last call was a fault. Ten attempts, ~3.5 minutes on 2 cores: a CLI
 that retries every fault keeps retrying the last one until its budget (30 s) ends.
 """
 
