@@ -1,7 +1,7 @@
 """Provider faults met by every shipped agent CLI, for real: how each is counted and judged.
 
-Each family's real CLI runs one attempt in bwrap against the scripted provider, whose script
-walks through faults: each fault is followed by a normal answer if the CLI tries again (a
+Each family's real CLI runs an attempt in bwrap (Kilo three, aider two: a fault a CLI gives
+up on ends its walk) against the scripted provider, whose script walks through faults: each fault is followed by a normal answer if the CLI tries again (a
 recovery), and the walk ends in a fault that repeats until the CLI gives up or the budget
 ends (unrecovered). Whatever a CLI does with each fault (retry, give up, take a cut reply
 for a whole one), the record must follow the provider-fault rule, checked against what the
