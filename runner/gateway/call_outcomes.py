@@ -105,29 +105,43 @@ RATE_LIMITED = CallOutcome("refused")
 
 class CallLedger:
     """The outcomes of an attempt's model calls, by the order they started (not thread-safe:
-    the gateway's tally holds its lock around it)."""
+    the gateway's tally holds its lock around it).
+
+    Only what can still be part of the trailing run of faults is kept: the calls in flight
+    and the faults after the latest call that ended otherwise, so an agent making calls for
+    hours holds no memory for them.
+    """
 
     def __init__(self) -> None:
         self._started = 0
-        # Call number - 1 -> its fault's evidence, "" for any other outcome, None in flight.
-        self._faults: list[str | None] = []
+        self._in_flight: set[int] = set()
+        self._cleared = 0  # the latest call (by number) that ended in anything but a fault
+        self._faults: dict[int, str] = {}  # call -> evidence, for calls after _cleared
 
     def start(self) -> int:
         """Number the next call (1, 2, ...) in the order calls start."""
         self._started += 1
-        self._faults.append(None)
+        self._in_flight.add(self._started)
         return self._started
 
     def end(self, call: int, outcome: CallOutcome) -> None:
-        self._faults[call - 1] = (
-            f"call {call}: {outcome.evidence}" if outcome.outcome == "fault" else ""
-        )
+        self._in_flight.discard(call)
+        if outcome.outcome == "fault":
+            if call > self._cleared:
+                self._faults[call] = f"call {call}: {outcome.evidence}"
+        elif call > self._cleared:
+            self._cleared = call
+            self._faults = {n: e for n, e in self._faults.items() if n > call}
 
     def unrecovered(self) -> tuple[int, tuple[str, ...]]:
-        """How many faults end the attempt unrecovered, and the last ``MAX_EVIDENCE`` of them."""
+        """How many faults end the attempt unrecovered, and the last ``MAX_EVIDENCE`` of them.
+
+        The run of faults back from the last call started; a call still in flight, or one
+        that ended otherwise, ends it.
+        """
         run: list[str] = []
-        for evidence in reversed(self._faults):
-            if not evidence:  # a step, a cut, a refusal, or a call still in flight
-                break
-            run.append(evidence)
+        call = self._started
+        while call in self._faults:
+            run.append(self._faults[call])
+            call -= 1
         return len(run), tuple(reversed(run[:MAX_EVIDENCE]))
