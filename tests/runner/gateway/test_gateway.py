@@ -1025,3 +1025,27 @@ def test_a_body_of_too_many_json_values_is_forwarded_unparsed(tmp_path: Path, mo
     call = next(e for e in g.events() if e["event"] == "model_call")
     assert call["request"] == {"cut": "not parsed: over 1,000 commas and brackets"}
     assert call["usage"] == {"input": 11, "output": 7}  # the reply is still read
+
+
+def test_a_stream_the_attempts_end_cuts_is_interrupted_not_a_fault(tmp_path: Path):
+    """The budget ends while the provider is streaming normally: the gateway stops mid-reply.
+    Not a step, not a fault; what message_start had reported goes to the failed tokens."""
+    release = threading.Event()
+    with gateway(tmp_path, "anthropic-messages", path="") as g:
+        g.upstream.answers.append(Answer(status=500))  # a fault first: then recovered
+        g.upstream.answers.append(
+            Answer(content_type="text/event-stream", chunks=ANTHROPIC_SSE, wait_after_first=release)
+        )
+        g.post("/v1/messages", REQUEST)
+        conn = UnixHTTPConnection(g.socket)
+        conn.request("POST", "/v1/messages", body=json.dumps({**REQUEST, "stream": True}))
+        response = conn.getresponse()
+        assert response.read1(65536) == ANTHROPIC_SSE[0]  # message_start: 11 tokens in
+        g.gateway.stop()
+        release.set()
+        conn.close()
+        stats = g.gateway.stats()
+    assert (stats.requests, stats.steps, stats.provider_faults) == (2, 0, 1)
+    assert (stats.interrupted_calls, stats.failed_tokens_in, stats.failed_tokens_out) == (1, 11, 1)
+    assert (stats.tokens_in, stats.unrecovered_faults, stats.fault_evidence) == (0, 0, ())
+    assert g.events()[-2]["interrupted"] == "stopped"
