@@ -192,8 +192,10 @@ def _execute(
         verdict = ungraded(
             plan.task, ctx.prepared, workspace, overruled.status, overruled.error_message
         )
-    else:
-        verdict = judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
+    else:  # the driver may still turn the would-be verdict into a provider's fault
+        verdict = driver.review(
+            judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
+        )
     # After the verdict, before the record: what could not be dropped is noted in it.
     dropped_notes = drop_inputs(workspace)
     return RunRecord.assemble(

@@ -108,8 +108,12 @@ class ProgramDriver:
         return DriverReport()
 
     def status(self) -> Verdict | None:
-        """A status that overrules grading (e.g. provider_error), or None."""
+        """A status that overrules grading (e.g. a fatal provider_error), or None."""
         return None
+
+    def review(self, verdict: Verdict) -> Verdict:
+        """The final verdict, given the one grading would give (e.g. a provider fault's)."""
+        return verdict
 
 
 class CommandDriver(ProgramDriver):
@@ -139,7 +143,9 @@ class CommandDriver(ProgramDriver):
                 api_key=provider_key(agent, api_key),
                 transcript_path=run_dir / TRANSCRIPT_FILE,
                 request_timeout=agent.gateway.request_timeout_seconds,
+                requests_per_minute=agent.gateway.requests_per_minute,
             )
+        self._fault_evidence: list[str] | None = None  # set when faults decide the verdict
         self.binds = egress_binds(self.control)
         if cli is not None:
             self.binds += (Bind(cli.root, CLI_INSIDE),)
@@ -211,6 +217,7 @@ class CommandDriver(ProgramDriver):
                 "egress_bytes_up": egress.bytes_up,
                 "egress_bytes_down": egress.bytes_down,
                 "transcript_path": transcript,
+                "provider_fault_evidence": self._fault_evidence,
             }
         )
 
@@ -219,6 +226,36 @@ class CommandDriver(ProgramDriver):
         if problem:
             return Verdict(status="provider_error", error_message=problem)
         return None
+
+    def review(self, verdict: Verdict) -> Verdict:
+        """``provider_error`` for an attempt that failed after unrecovered provider faults.
+
+        The rule (the provider-fault rule in ``runner.gateway.call_outcomes``): the last
+        model call the agent started ended in a provider fault, and the attempt would be
+        anything but ``success`` or ``harness_error``. What grading found stays on the
+        record (the submission's fingerprints, a validation message); the score goes.
+        """
+        stats = self.gateway.stats() if self.gateway else None
+        if stats is None or not stats.unrecovered_faults:
+            return verdict
+        if verdict.status in ("success", "harness_error", "provider_error"):
+            return verdict
+        self._fault_evidence = list(stats.fault_evidence)
+        n = stats.unrecovered_faults
+        calls = "call" if n == 1 else f"{n} calls"
+        message = (
+            f"the provider failed the agent's last {calls} and the attempt ended before it "
+            f"recovered ({stats.fault_evidence[-1]}); the agent's own outcome would have "
+            f"been {verdict.status}"
+        )
+        return verdict.model_copy(
+            update={
+                "status": "provider_error",
+                "error_message": message,
+                "score": None,
+                "score_hib": None,
+            }
+        )
 
 
 class LlmDriver(ProgramDriver):

@@ -34,7 +34,12 @@ x-api-key, api-key, x-goog-api-key, Cookie, OpenAI-Organization/-Project, Proxy-
 The provider is called with :mod:`http.client` (system CAs), over one kept-alive connection
 per client connection, each socket operation bounded by ``request_timeout``; the harness's
 own HTTP(S)_PROXY is used for remote providers, never for loopback ones. An unreachable
-provider is answered ``502`` (``504`` on a timeout) and counted as a retry.
+provider is answered ``502`` (``504`` on a timeout): a provider fault.
+
+Model calls over the agent spec's ``gateway.requests_per_minute`` (any 60 s window) are not
+forwarded: the gateway answers them itself with ``429`` + ``Retry-After`` in the protocol's
+error shape and counts them in ``rate_limited``, so that a 429 the agent provokes stays the
+agent's while one the provider sends within that rate is the provider's fault.
 
 Model calls are POSTs to ``.../chat/completions`` (openai-chat), ``.../responses``
 (openai-responses) or ``/messages``, ``/v1/messages`` (anthropic-messages) under the base
@@ -44,7 +49,9 @@ chat ``usage.prompt_tokens``/``completion_tokens`` (streams: the final usage chu
 Responses ``usage.input_tokens``/``output_tokens`` (streams: ``response.completed``);
 Anthropic ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` and
 ``output_tokens`` (streams: ``message_start`` then ``message_delta``'s cumulative counts).
-See :class:`GatewayStats` for what is counted, and how.
+Each model call ends as a step, a provider fault, a cut or a refusal
+(:mod:`runner.gateway.call_outcomes`, the provider-fault rule): only steps count in
+``steps`` and ``tokens_in``/``tokens_out``. See :class:`GatewayStats` for what is counted.
 
 ``transcript.jsonl`` (appended, one JSON object a line, at most 128 MiB, never the key)::
 
@@ -59,6 +66,7 @@ See :class:`GatewayStats` for what is counted, and how.
      "reply": {"text": "...", "tool_calls": [{"name": "bash", "arguments": "{...}"}]}
               | {"error": "(code) message"},
      "interrupted": "client" | "upstream" | "stopped"}   # only if the reply was broken off
+    {"event": "rate_limited", "t": ..., "path": ..., "retry_after": 12, "call": 7}
     {"event": "request", "t": ..., "method": "GET", "path": "/v1/models", "status": 200,
      "seconds": 0.05, "error": "..."}                    # error only for status >= 400
     {"event": "transcript_full", "t": ..., "max_bytes": ...}    # nothing is written after it

@@ -43,6 +43,12 @@ class Reply:
     tool_calls: list[ShownCall] = field(default_factory=list)
     error: tuple[str | None, str] | None = None  # (code, message) from the body
     parsed: bool = False  # the body (or at least one event) was understood
+    # The protocol's terminal event arrived: chat ``[DONE]`` (or a complete JSON body with
+    # its choices), Responses ``response.completed``/``incomplete``, Anthropic
+    # ``message_stop`` (or a complete message object). Without it the reply was cut.
+    terminal: bool = False
+    streamed: bool = False  # server-sent events (else one JSON document)
+    retry_after: str | None = None  # the Retry-After header of an error reply, as sent
 
     def transcript(self) -> ShownReply:
         if self.error is not None and not self.text and not self.tool_calls:

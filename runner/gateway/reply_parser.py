@@ -43,7 +43,7 @@ class ReplyParser:
         self.kind = kind
         self.event_stream = event_stream
         self.max_bytes = max_bytes
-        self.reply = Reply()
+        self.reply = Reply(streamed=event_stream)
         self._body = bytearray()
         self._overflow = False
         # SSE state
@@ -116,6 +116,7 @@ class ReplyParser:
 
     def _event(self, data: bytes) -> None:
         if data.strip() == b"[DONE]":
+            self.reply.terminal = self.kind == "openai-chat"
             return
         try:
             event = json.loads(data)
@@ -184,6 +185,7 @@ class ReplyParser:
         elif kind == "response.function_call_arguments.delta":
             self._call_part(event.get("output_index"), arguments=event.get("delta"))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.reply.terminal = kind != "response.failed"
             response = event.get("response") or {}
             found = usage_of("openai-responses", response.get("usage"))
             if found is not None:
@@ -225,6 +227,8 @@ class ReplyParser:
                 self._add_text(delta.get("text"))
             elif delta.get("type") == "input_json_delta":
                 self._call_part(event.get("index"), arguments=delta.get("partial_json"))
+        elif kind == "message_stop":
+            self.reply.terminal = True
         elif kind == "error":
             self._set_error(event)
         found = usage_of("anthropic-messages", self._anthropic_usage)
@@ -237,7 +241,9 @@ class ReplyParser:
         """What the bytes fed so far meant (call once, after the last byte)."""
         reply = self.reply
         if not self.event_stream:
-            if not self._overflow and self._body:
+            if self._overflow:
+                reply.terminal = True  # too big to parse, not known to be cut: a step
+            elif self._body:
                 self._json_body(bytes(self._body))
             self._body.clear()
             return reply
@@ -262,6 +268,13 @@ class ReplyParser:
         reply = self.reply
         reply.parsed = True
         reply.error = error_of(body)
+        # A JSON reply cut short does not parse; one that parses is complete if it is a reply.
+        if self.kind == "openai-chat":
+            reply.terminal = isinstance(body.get("choices"), list)
+        elif self.kind == "openai-responses":
+            reply.terminal = body.get("status") in ("completed", "incomplete")
+        else:
+            reply.terminal = body.get("type") == "message"
         try:
             if self.kind == "openai-chat":
                 reply.usage = usage_of("openai-chat", body.get("usage"))

@@ -179,7 +179,9 @@ class ReplyRelay:
         self._accounted = True
         self.reply = self._parser.finish() if self._parser is not None else None
         if self._error_body is not None:
+            retry_after = self._response.getheader("Retry-After")
             self.reply = Reply(error=error_of_bytes(bytes(self._error_body)))
+            self.reply.retry_after = retry_after[:100] if retry_after else None
         self.seconds = time.monotonic() - self._started
         self._account_with(self._kind, self.status, self.seconds, self.reply, self.interrupted)
 

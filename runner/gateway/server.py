@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runner.gateway.call_outcomes import TIMED_OUT, UNREACHABLE
 from runner.gateway.client_connection import (
     WRITE_TIMEOUT,
     BadRequest,
@@ -33,6 +34,7 @@ from runner.gateway.model_requests import PROTOCOLS, Protocol, model_call_kind, 
 from runner.gateway.provider import ProviderConnection, ProviderOrigin, forwarded_headers
 from runner.gateway.replies import Reply
 from runner.gateway.reply_relay import ReplyRelay
+from runner.gateway.request_rate import RequestRate
 from runner.gateway.stats import GatewayStats, StatsTally, redact_masked
 from runner.gateway.transcript import MAX_TRANSCRIPT_BYTES, Transcript, capped_request
 from runner.socket_server import SocketServer
@@ -78,6 +80,7 @@ class ProviderGateway(SocketServer):
         header_timeout: float = HEADER_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         max_transcript_bytes: int = MAX_TRANSCRIPT_BYTES,
+        requests_per_minute: int | None = None,
     ):
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown gateway protocol {protocol!r} (expected one of {PROTOCOLS})")
@@ -100,6 +103,8 @@ class ProviderGateway(SocketServer):
         self.transcript_path = Path(transcript_path)
         self._transcript = Transcript(self.transcript_path, self._api_key, max_transcript_bytes)
         self._tally = StatsTally(self._api_key)
+        # The agent spec's request rate (None: no limit): calls over it are refused here.
+        self._rate = RequestRate(requests_per_minute) if requests_per_minute else None
 
     def __repr__(self) -> str:
         return (
@@ -185,6 +190,11 @@ class ProviderGateway(SocketServer):
     ) -> bool:
         """Forward one request and stream its reply back; whether the connection goes on."""
         kind = model_call_kind(request.method, request.path[len(self._base_path) :])
+        call = self._tally.start_call() if kind is not None else None
+        if kind is not None and call is not None and self._rate is not None:
+            wait = self._rate.admit()
+            if wait is not None:
+                return self._answer_rate_limited(client, request, kind, call, wait)
         body, summary = self._prepared_body(kind, request.body)
         headers = forwarded_headers(request, body, self.protocol, self._api_key)
         target = self._origin.request_target(request.target)
@@ -193,7 +203,7 @@ class ProviderGateway(SocketServer):
             response = upstream.send(request.method, target, headers, body)
         except (OSError, http.client.HTTPException) as exc:
             seconds = time.monotonic() - started
-            return self._answer_unreachable(client, request, kind, summary, exc, seconds)
+            return self._answer_unreachable(client, request, kind, call, summary, exc, seconds)
         relay = ReplyRelay(
             client.sock,
             request,
@@ -201,7 +211,7 @@ class ProviderGateway(SocketServer):
             kind,
             secret=self._secret,
             started=started,
-            account=self._tally.account,
+            account=lambda *counted: self._tally.account(call, *counted),
             stopping=lambda: self._stopping,
         )
         relay.run()
@@ -224,6 +234,45 @@ class ProviderGateway(SocketServer):
         )
         return relay.interrupted is None and not relay.client_gone and relay.keep_alive
 
+    def _answer_rate_limited(
+        self, client: ClientConnection, request: ClientRequest, kind: Protocol, call: int, wait: int
+    ) -> bool:
+        """Refuse a model call over the agent's request rate: 429 + Retry-After, in the
+        protocol's error shape, never forwarded; whether the connection goes on."""
+        assert self._rate is not None
+        self._tally.rate_limited(call)
+        message = (
+            f"tmlbench gateway: this agent may start {self._rate.per_minute} model calls a "
+            f"minute (its spec's gateway.requests_per_minute); retry in {wait} s"
+        )
+        if kind == "anthropic-messages":
+            error: dict[str, object] = {
+                "type": "error",
+                "error": {"type": "rate_limit_error", "message": message},
+            }
+        else:
+            error = {
+                "error": {
+                    "message": message,
+                    "type": "rate_limit_error",
+                    "param": None,
+                    "code": "rate_limit_exceeded",
+                }
+            }
+        body = json.dumps(error).encode()
+        head = (
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+            f"Retry-After: {wait}\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: {'keep-alive' if request.keep_alive else 'close'}\r\n\r\n"
+        )
+        self._transcript.write("rate_limited", path=request.path[:500], retry_after=wait, call=call)
+        try:
+            client.sock.settimeout(WRITE_TIMEOUT)
+            client.sock.sendall(head.encode() + body)
+        except OSError:
+            return False
+        return request.keep_alive
+
     def _prepared_body(self, kind: Protocol | None, body: bytes) -> tuple[bytes, Any]:
         """The body to forward, and its transcript summary (``_NOT_PARSED``: not yet).
 
@@ -244,6 +293,7 @@ class ProviderGateway(SocketServer):
         client: ClientConnection,
         request: ClientRequest,
         kind: Protocol | None,
+        call: int | None,
         summary: Any,
         exc: Exception,
         seconds: float,
@@ -252,14 +302,16 @@ class ProviderGateway(SocketServer):
         stopped); whether the connection goes on."""
         if self._stopping:
             reply = Reply(error=(None, "the gateway stopped before the provider answered"))
-            self._tally.account(kind, 0, seconds, reply, "stopped")
+            self._tally.account(call, kind, 0, seconds, reply, "stopped")
             self._log(kind, request, 0, seconds, summary, False, reply, "stopped")
             return False
-        status = 504 if isinstance(exc, TimeoutError) else 502
+        timed_out = isinstance(exc, TimeoutError)
+        status = 504 if timed_out else 502
         problem = redact_masked(f"{type(exc).__name__}: {exc}")[:500]
         log.info("gateway: provider unreachable: %s", problem)
-        reply = Reply(error=(None, f"cannot reach the provider: {problem}"))
-        self._tally.account(kind, status, seconds, reply, None)
+        code = TIMED_OUT if timed_out else UNREACHABLE
+        reply = Reply(error=(code, f"cannot reach the provider: {problem}"))
+        self._tally.account(call, kind, status, seconds, reply, None)
         self._log(kind, request, status, seconds, summary, False, reply, None)
         text = f"tmlbench gateway: cannot reach the provider: {problem}"
         try:

@@ -168,6 +168,14 @@ class GatewaySpec(Frozen):
     )
     prices: TokenPrices | None = None
     request_timeout_seconds: float = Field(default=600, gt=0)
+    requests_per_minute: int = Field(
+        default=60,
+        gt=0,
+        description="model calls the agent may start in any 60 s; the gateway answers calls "
+        "over it with its own 429 + Retry-After (counted in rate_limited, never forwarded), "
+        "so a provider 429 within it is the provider's fault. Set it at or below the "
+        "provider account's own limit",
+    )
 
     @model_validator(mode="after")
     def _http_url(self) -> GatewaySpec:

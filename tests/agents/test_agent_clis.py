@@ -90,6 +90,11 @@ def test_a_rate_limit_then_success_is_a_counted_retry(small_paths, monkeypatch, 
     record, provider, _ = run(small_paths, monkeypatch, agent, script, 240)
     assert record.status == "success", record.error_message
     assert record.retries >= 1 and provider.requests[0].status == 429
+    # One provider fault, recovered; only the complete replies are steps and tokens.
+    assert (record.provider_faults, record.provider_fault_evidence) == (1, None)
+    assert record.steps == record.requests - 1
+    assert (record.tokens_in, record.tokens_out) == provider.usage_totals()
+    assert (record.failed_tokens_in, record.interrupted_calls) == (0, 0)
 
 
 @pytest.mark.parametrize("agent", ONE_PER_CLI, ids=_ids(ONE_PER_CLI))
@@ -101,12 +106,18 @@ def test_a_rejected_key_is_a_provider_error(small_paths, monkeypatch, agent):
 
 
 @pytest.mark.parametrize("agent", ONE_PER_CLI, ids=_ids(ONE_PER_CLI))
-def test_a_provider_that_never_answers_ends_in_a_timeout_at_the_budget(
+def test_a_provider_that_stops_answering_ends_in_a_timeout_at_the_budget(
     small_paths, monkeypatch, agent
 ):
-    record, _, _ = run(small_paths, monkeypatch, agent, [repeat(hang(120))], 15)
+    script = [error(429, "slow down", retry_after=1), repeat(hang(120))]
+    budget = 30 if agent.harness == "kilo-cli" else 15  # Kilo alone takes ~20 s to start
+    record, _, _ = run(small_paths, monkeypatch, agent, script, budget)
+    # The budget stops the call the CLI made after the 429: a cut call, not a fault, and the
+    # provider was answering again (it was still thinking): the timeout is the agent's.
     assert record.status == "timeout", record.error_message
-    assert record.wall_seconds <= 15 + 3
+    assert record.wall_seconds <= budget + 3
+    assert (record.provider_faults, record.steps, record.provider_fault_evidence) == (1, 0, None)
+    assert record.interrupted_calls >= 1 and record.requests == record.interrupted_calls + 1
 
 
 def test_self_contained_clis_run_in_the_docker_sandbox_too_and_the_others_are_refused(

@@ -15,7 +15,7 @@ import pytest
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY
-from runner.scripted_provider import ScriptedProvider, reply
+from runner.scripted_provider import ScriptedProvider, error, reply
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 
@@ -27,7 +27,7 @@ SECRET_ENV = "TMLBENCH_TEST_CLI_KEY"
 SECRET = "sk-cli-secret-0123456789"
 
 
-def cli_agent(provider: ScriptedProvider, direct_port: int) -> AgentSpec:
+def cli_agent(provider: ScriptedProvider, direct_port: int, *args: str) -> AgentSpec:
     return AgentSpec.model_validate(
         {
             "id": "cli-stub",
@@ -36,7 +36,7 @@ def cli_agent(provider: ScriptedProvider, direct_port: int) -> AgentSpec:
             "harness": "stub-cli",
             "model": {"provider": "stub", "model_id": provider.model},
             "command": ["{python}", "{agent_dir}/provider_cli.py", "denied.example:443",
-                        str(direct_port), "{model}"],
+                        str(direct_port), "{model}", *args],
             "gateway": {
                 "protocol": "openai-chat",
                 "base_url": provider.base_url,
@@ -88,6 +88,38 @@ def test_a_cli_agent_reaches_its_provider_only_through_the_gateway_which_holds_t
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in record.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("answer", "gives_up", "status", "faults", "evidence"),
+    [
+        # The provider fails the last call and the agent fails: the provider's fault.
+        (error(429), True, "provider_error", 1, ["call 1: HTTP 429 without Retry-After"]),
+        # The agent succeeds anyway: its success stands, the fault is still counted.
+        (error(503), False, "success", 1, None),
+        # The agent's own bad request is no provider fault: its failure stays its own.
+        (error(400, "bad request"), True, "runtime_error", 0, None),
+    ],
+    ids=["unrecovered-fault", "success-despite-fault", "agents-bad-request"],
+)
+def test_a_failed_attempt_after_an_unrecovered_provider_fault_is_a_provider_error(
+    small_paths, monkeypatch, answer, gives_up, status, faults, evidence
+):
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    with ScriptedProvider([answer], api_key=SECRET) as provider:
+        agent = cli_agent(provider, 9, *(["give-up"] if gives_up else []))
+        record = attempt(small_paths, agent, TASK, code_dir=AGENTS)
+    assert record.status == status, record.error_message
+    assert (record.requests, record.steps, record.provider_faults) == (1, 0, faults)
+    assert record.provider_fault_evidence == evidence
+    assert (record.tokens_in, record.failed_tokens_in, record.rate_limited) == (0, 0, 0)
+    if status == "provider_error":
+        assert record.error_message == (
+            "the provider failed the agent's last call and the attempt ended before it "
+            "recovered (call 1: HTTP 429 without Retry-After); the agent's own outcome would "
+            "have been runtime_error"
+        )
+        assert record.score is None
 
 
 def test_a_cli_agent_without_its_key_does_not_start(small_paths, monkeypatch):

@@ -1,6 +1,7 @@
 """A stand-in for an external agent CLI that calls its model provider itself.
 
-argv: a host:port not on the allow-list, a host loopback port to try directly, the model id.
+argv: a host:port not on the allow-list, a host loopback port to try directly, the model id,
+and optionally ``give-up``: exit 1 without a submission if the provider's answer is an error.
 Its provider's base URL and key come from PROVIDER_BASE_URL / PROVIDER_KEY (the gateway and
 the placeholder, as a real CLI's config would give them), the proxy from HTTPS_PROXY. It asks
 the provider once, probes the other routes, copies the sample submission, prints a JSON
@@ -16,6 +17,7 @@ import sys
 from urllib.parse import urlsplit
 
 denied, direct_port, model = sys.argv[1:4]
+give_up = sys.argv[4:5] == ["give-up"]
 base = urlsplit(os.environ["PROVIDER_BASE_URL"])
 key = os.environ["PROVIDER_KEY"]
 proxy = urlsplit(os.environ["HTTPS_PROXY"])
@@ -32,6 +34,9 @@ conn.request(
 resp = conn.getresponse()
 report["provider"] = {"status": resp.status, "reply": json.loads(resp.read())}
 conn.close()
+if give_up and resp.status >= 400:
+    print(json.dumps(report))
+    sys.exit(1)
 
 try:
     with socket.create_connection((proxy.hostname, proxy.port), timeout=10) as s:

@@ -452,6 +452,11 @@ def test_usage_and_reply_for_each_protocol(tmp_path: Path, protocol: str, stream
             "retries": 0,
             "steps": 1,
             "provider_seconds": pytest.approx(stats.provider_seconds, abs=1e-3),
+            "provider_faults": 0,
+            "interrupted_calls": 0,
+            "failed_tokens_in": 0,
+            "failed_tokens_out": 0,
+            "rate_limited": 0,
         }
     call = g.events()[1]
     assert call["protocol"] == protocol and call["stream"] is stream
@@ -688,8 +693,11 @@ def test_keep_alive_serves_two_requests_on_one_connection(tmp_path: Path):
 def test_stale_provider_connection_is_replaced(tmp_path: Path):
     with gateway(tmp_path) as g:
         conn = UnixHTTPConnection(g.socket)
-        g.upstream.answers.append(Answer(headers={"Connection": "close"}))
-        g.upstream.answers.append(Answer(drop=True))  # an idle keep-alive timeout, unannounced
+        chat = json.dumps(CHAT_JSON).encode()
+        g.upstream.answers.append(Answer(body=chat, headers={"Connection": "close"}))
+        # an idle keep-alive timeout, unannounced
+        g.upstream.answers.append(Answer(body=chat, drop=True))
+        g.upstream.answers.append(Answer(body=chat))
         for _ in range(3):
             assert g.post("/v1/chat/completions", REQUEST, conn=conn)[0].status == 200
             time.sleep(0.05)
@@ -1017,3 +1025,27 @@ def test_a_body_of_too_many_json_values_is_forwarded_unparsed(tmp_path: Path, mo
     call = next(e for e in g.events() if e["event"] == "model_call")
     assert call["request"] == {"cut": "not parsed: over 1,000 commas and brackets"}
     assert call["usage"] == {"input": 11, "output": 7}  # the reply is still read
+
+
+def test_a_stream_the_attempts_end_cuts_is_interrupted_not_a_fault(tmp_path: Path):
+    """The budget ends while the provider is streaming normally: the gateway stops mid-reply.
+    Not a step, not a fault; what message_start had reported goes to the failed tokens."""
+    release = threading.Event()
+    with gateway(tmp_path, "anthropic-messages", path="") as g:
+        g.upstream.answers.append(Answer(status=500))  # a fault first: then recovered
+        g.upstream.answers.append(
+            Answer(content_type="text/event-stream", chunks=ANTHROPIC_SSE, wait_after_first=release)
+        )
+        g.post("/v1/messages", REQUEST)
+        conn = UnixHTTPConnection(g.socket)
+        conn.request("POST", "/v1/messages", body=json.dumps({**REQUEST, "stream": True}))
+        response = conn.getresponse()
+        assert response.read1(65536) == ANTHROPIC_SSE[0]  # message_start: 11 tokens in
+        g.gateway.stop()
+        release.set()
+        conn.close()
+        stats = g.gateway.stats()
+    assert (stats.requests, stats.steps, stats.provider_faults) == (2, 0, 1)
+    assert (stats.interrupted_calls, stats.failed_tokens_in, stats.failed_tokens_out) == (1, 11, 1)
+    assert (stats.tokens_in, stats.unrecovered_faults, stats.fault_evidence) == (0, 0, ())
+    assert g.events()[-2]["interrupted"] == "stopped"
