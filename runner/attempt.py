@@ -20,6 +20,7 @@ from runner.errors import TmlbenchError
 from runner.instructions.render import instructions_sha256, render_instructions
 from runner.manifest import MANIFEST_FILE, PUBLIC_FILES
 from runner.prepared import PreparedTask, verify_public
+from runner.provider_faults import attribute_provider_faults
 from runner.records import (
     RECORD_FILE,
     WORKSPACE_DIR,
@@ -194,11 +195,14 @@ def _execute(
         )
     else:
         verdict = judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
+    # Graded first: a success stays one; anything else that ended on the provider's faults
+    # is the provider's.
+    verdict, report = attribute_provider_faults(verdict, driver.report())
     record = RunRecord.assemble(
         setup,
         verdict,
         sandbox=_sandbox_report(result, run_dir, stdout_log, stderr_log),
-        driver=driver.report(),
+        driver=report,
         instructions_sha256=instructions_sha256(instructions),
         local_validation_score=_local_score(request.stdout_path),
         finished_at=_now(),
