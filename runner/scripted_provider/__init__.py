@@ -2,7 +2,7 @@
 
 It stands in for a real provider when testing agents offline and in ``tmlbench agents check``,
 which runs real agent CLIs against it. A script is a list of protocol-neutral steps
-(``reply``, ``error``, ``hang``, ``repeat``; JSON-able, so recorded conversations live in
+(``reply``, ``error``, ``stream_error``, ``cut``, ``hang``, ``repeat``; JSON-able, so recorded conversations live in
 files) or callables ``(ReceivedRequest) -> step`` that adapt to what the client sent, such as
 ``task_solver()``; ``solve_task_script()`` makes any coding-agent CLI solve a task with a
 generic baseline.
@@ -35,25 +35,31 @@ from .scientist import (
 )
 from .server import ScriptedProvider, ServedStep
 from .steps import (
+    CUT_FRAMINGS,
     EXPECT_KEYS,
+    FAULT_KINDS,
     STEP_KINDS,
     ScriptEntry,
     Step,
     StepFunction,
     call,
+    cut,
     error,
     hang,
     load_conversation,
     repeat,
     reply,
     save_conversation,
+    stream_error,
     validate_step,
 )
 from .transport import MAX_REQUEST_BYTES
 
 __all__ = [
     "ANTHROPIC_MESSAGES",
+    "CUT_FRAMINGS",
     "EXPECT_KEYS",
+    "FAULT_KINDS",
     "MAX_REQUEST_BYTES",
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",
@@ -71,6 +77,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "call",
+    "cut",
     "error",
     "hang",
     "load_conversation",
@@ -81,6 +88,7 @@ __all__ = [
     "shell_tool",
     "solve_command",
     "solve_task_script",
+    "stream_error",
     "task_solver",
     "validate_step",
 ]

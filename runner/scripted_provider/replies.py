@@ -12,7 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .protocols import ANTHROPIC_MESSAGES, OPENAI_CHAT, OPENAI_RESPONSES, ToolCall
+from .protocols import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    ToolCall,
+    default_error_type,
+)
 from .steps import Step
 
 #: Characters per streamed delta: small, so a client must join several pieces.
@@ -78,6 +84,71 @@ def render_events(protocol: str, reply: Reply, body: Mapping[str, Any]) -> list[
     events = _anthropic_events(reply)
     events.insert(1, {"type": "ping"})  # Anthropic pings right after message_start
     return [_typed_sse(e) for e in events]
+
+
+def partial_events(
+    protocol: str, reply: Reply, body: Mapping[str, Any], after: int
+) -> tuple[list[bytes], tuple[int, int]]:
+    """The start of ``reply``'s stream, cut after its first ``after`` deltas, and the usage
+    (input, output tokens) those events reported.
+
+    The cut always falls before the terminal part (chat's finishing chunk and ``[DONE]``,
+    ``response.completed``, Anthropic's ``message_delta``/``message_stop``); ``after=0``
+    keeps only the opening events (chat's role chunk, ``response.created``/``in_progress``,
+    ``message_start`` and its ping). Only Anthropic reports usage that early.
+    """
+    if protocol == OPENAI_CHAT:
+        chunks = _chat_chunks(reply, body)
+        closing = next(i for i, c in enumerate(chunks) if c["choices"] and _finished(c))
+        events, opening = [_sse(c) for c in chunks], 1
+        deltas = list(range(opening, closing))
+        usage = (0, 0)
+    elif protocol == OPENAI_RESPONSES:
+        typed = _responses_events(reply, body)
+        events, opening, closing = [_typed_sse(e) for e in typed], 2, len(typed) - 1
+        deltas = [i for i, e in enumerate(typed) if str(e["type"]).endswith(".delta")]
+        usage = (0, 0)
+    else:
+        typed = _anthropic_events(reply)
+        typed.insert(1, {"type": "ping"})
+        events, opening = [_typed_sse(e) for e in typed], 2
+        closing = next(i for i, e in enumerate(typed) if e["type"] == "message_delta")
+        deltas = [i for i, e in enumerate(typed) if e["type"] == "content_block_delta"]
+        usage = (reply.input_tokens, min(1, reply.output_tokens))  # message_start's usage
+    if after == 0:
+        end = opening
+    elif len(deltas) >= after:
+        end = deltas[after - 1] + 1
+    else:
+        end = closing
+    return events[:end], usage
+
+
+def _finished(chunk: Mapping[str, Any]) -> bool:
+    choices = chunk["choices"]
+    return isinstance(choices, list) and choices[0].get("finish_reason") is not None
+
+
+def error_event(
+    protocol: str,
+    reply: Reply,
+    body: Mapping[str, Any],
+    sequence_number: int,
+    status: int,
+    message: str,
+    error_type: str | None,
+    code: str | None,
+) -> bytes:
+    """How ``protocol`` says, inside a 200 stream, that the reply failed with ``status``."""
+    kind = error_type or default_error_type(protocol, status)
+    if protocol == OPENAI_CHAT:  # OpenAI's error chunk: the SDK raises APIError on it
+        return _sse({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    if protocol == OPENAI_RESPONSES:  # the terminal event of a failed response
+        failed = _response_object(reply, body, "failed", [])
+        failed["error"] = {"code": code or kind, "message": message}
+        event = {"type": "response.failed", "sequence_number": sequence_number}
+        return _typed_sse(event | {"response": failed})
+    return _typed_sse({"type": "error", "error": {"type": kind, "message": message}})
 
 
 def _sse(data: Mapping[str, object], event: str | None = None) -> bytes:

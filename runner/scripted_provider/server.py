@@ -22,7 +22,7 @@ from .protocols import (
     read_tools,
     status_phrase,
 )
-from .replies import render_events, render_json, resolve_reply
+from .replies import error_event, partial_events, render_events, render_json, resolve_reply
 from .steps import ScriptEntry, Step, error, unmet_expectations, validate_script, validate_step
 from .transport import (
     MAX_REQUEST_BYTES,
@@ -49,6 +49,8 @@ class ServedStep:
     step: int | None  # script index; None for the `then` fallback
     spec: Step  # the step played (a callable step's result)
     status: int
+    # The usage the answer reported: a reply's; for a stream_error or cut step what its
+    # events said before the fault (Anthropic's message_start), else 0.
     prompt_tokens: int
     completion_tokens: int
     protocol: str | None = None
@@ -168,8 +170,8 @@ class ScriptedProvider:
             return max(len(self.script) - self._next, 0)
 
     def usage_totals(self) -> tuple[int, int]:
-        """(input tokens, output tokens) summed over the 200 responses."""
-        ok = [s for s in self.served if s.status == 200]
+        """(input tokens, output tokens) summed over the complete replies (not the faults)."""
+        ok = [s for s in self.served if s.status == 200 and s.spec["kind"] == "reply"]
         return sum(s.prompt_tokens for s in ok), sum(s.completion_tokens for s in ok)
 
     # deciding the answer (under the lock, so steps go in arrival order)
@@ -295,6 +297,8 @@ class ScriptedProvider:
                 else Answer(200, render_json(protocol, resolved, record.body))
             )
             answer.wait = float(step.get("delay", 0.0))
+        elif kind in ("stream_error", "cut"):
+            answer, (input_tokens, output_tokens) = self._fault(step, protocol, record, request_no)
         elif kind == "error":
             status = int(step["status"])
             problem = Problem(status, step.get("message") or status_phrase(status))
@@ -314,6 +318,39 @@ class ScriptedProvider:
             )
         )
         return answer
+
+    def _fault(
+        self, step: Step, protocol: str, record: ReceivedRequest, request_no: int
+    ) -> tuple[Answer, tuple[int, int]]:
+        """A reply that fails part-way, and the usage it reported before failing."""
+        resolved = resolve_reply(step, protocol, request_no, self._served_model(record))
+        if not record.stream:
+            if step["kind"] == "cut":
+                return Answer(
+                    200, render_json(protocol, resolved, record.body), cut=step["framing"]
+                ), (0, 0)
+            return _error(
+                protocol,
+                Problem(step["status"], step["message"]),
+                step.get("type"),
+                step.get("code"),
+            ), (0, 0)
+        events, usage = partial_events(protocol, resolved, record.body, step["after"])
+        if step["kind"] == "cut":
+            return Answer(200, events=events, cut=step["framing"]), usage
+        events.append(
+            error_event(
+                protocol,
+                resolved,
+                record.body,
+                len(events),
+                step["status"],
+                step["message"],
+                step.get("type"),
+                step.get("code"),
+            )
+        )
+        return Answer(200, events=events), usage
 
     def _served_model(self, record: ReceivedRequest) -> str:
         asked = record.body.get("model") if isinstance(record.body, dict) else None

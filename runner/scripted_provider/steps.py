@@ -1,7 +1,7 @@
 """Protocol-neutral script steps, their validation, expectations and conversation files.
 
-A step is a plain JSON-able dict built by ``reply``, ``error``, ``hang`` or ``repeat``, so a
-recorded conversation can live in a JSON file. A script may also hold a callable
+A step is a plain JSON-able dict built by ``reply``, ``error``, ``stream_error``, ``cut``,
+``hang`` or ``repeat``, so a recorded conversation can live in a JSON file. A script may also hold a callable
 ``(ReceivedRequest) -> step`` that picks its answer from what the client sent; callables
 are for scripts in code only and cannot be saved.
 """
@@ -33,7 +33,12 @@ class ScriptedCall(TypedDict):
     function: FunctionCall
 
 
-STEP_KINDS = ("reply", "error", "hang", "repeat")
+STEP_KINDS = ("reply", "error", "stream_error", "cut", "hang", "repeat")
+
+#: Kinds that start a reply and fail it part-way: the provider's faults after a 200.
+FAULT_KINDS = ("stream_error", "cut")
+#: How a ``cut`` reply was framed: read to the close, or chunked without its last chunk.
+CUT_FRAMINGS = ("close", "chunked")
 
 #: Checks a step's ``expect`` may hold, all about the request that the step answers.
 EXPECT_KEYS = {
@@ -117,6 +122,63 @@ def error(
     return _with_expect(step, expect)
 
 
+def stream_error(
+    content: str | None = None,
+    tool_calls: Iterable[Mapping[str, Any]] = (),
+    usage: tuple[int, int] = (0, 0),
+    *,
+    after: int = 2,
+    status: int = 500,
+    message: str | None = None,
+    code: str | None = None,
+    error_type: str | None = None,
+    expect: Mapping[str, Any] | None = None,
+) -> Step:
+    """A provider failing mid-reply: the reply's first ``after`` deltas, then an error event.
+
+    Streamed, the answer is a 200 whose events start the reply (``content``/``tool_calls``)
+    and, after its first ``after`` text or argument deltas (0: just the opening events), say
+    the error in the protocol's own way instead of finishing: a chat chunk
+    ``{"error": {...}}``, a Responses ``response.failed``, an Anthropic ``error`` event
+    (``overloaded_error`` for ``status=529``). The usage reported so far is what the provider
+    would have said by then: Anthropic's ``message_start`` carries the input tokens and one
+    output token, the OpenAI APIs report none before their terminal event. Not streamed, a
+    provider cannot fail after its 200, so the answer is the HTTP error ``status``.
+    """
+    step = reply(content, tool_calls, usage, expect=expect)
+    step.update(
+        kind="stream_error",
+        after=int(after),
+        status=int(status),
+        message=message if message is not None else status_phrase(int(status)),
+        code=code,
+        type=error_type,
+    )
+    return step
+
+
+def cut(
+    content: str | None = None,
+    tool_calls: Iterable[Mapping[str, Any]] = (),
+    usage: tuple[int, int] = (0, 0),
+    *,
+    after: int = 2,
+    framing: Literal["close", "chunked"] = "close",
+    expect: Mapping[str, Any] | None = None,
+) -> Step:
+    """A provider dropping the connection mid-reply, before the protocol's terminal event.
+
+    Streamed: a 200 with the reply's opening events and its first ``after`` deltas (as
+    ``stream_error``), then the connection closes. Not streamed: a 200 with the first half
+    of the JSON document. ``framing="close"``: the body has no length and no chunking, so
+    only the missing terminal event (or the broken JSON) tells a client the reply is cut;
+    ``"chunked"``: the chunked body stops without its terminating zero-length chunk.
+    """
+    step = reply(content, tool_calls, usage, expect=expect)
+    step.update(kind="cut", after=int(after), framing=framing)
+    return step
+
+
 def hang(seconds: float, *, expect: Mapping[str, Any] | None = None) -> Step:
     """Say nothing for ``seconds``, then answer 504: a call that outlives the caller's budget."""
     return _with_expect({"kind": "hang", "seconds": float(seconds)}, expect)
@@ -151,7 +213,7 @@ def validate_step(step: Any, where: str = "step", *, allow_callable: bool = True
             raise ValueError(f"{where}: repeat(repeat(...)) is meaningless")
         validate_step(inner, f"{where}.step", allow_callable=allow_callable)
         return
-    if kind == "reply":
+    if kind in ("reply", *FAULT_KINDS):
         for i, c in enumerate(step.get("tool_calls") or []):
             fn = c.get("function") if isinstance(c, Mapping) else None
             if not (
@@ -170,7 +232,13 @@ def validate_step(step: Any, where: str = "step", *, allow_callable: bool = True
             and all(isinstance(n, int) and n >= 0 for n in usage)
         ):
             raise ValueError(f"{where}.usage: want [input_tokens, output_tokens]: {usage!r}")
-    if kind == "error" and not 400 <= int(step.get("status", 0)) <= 599:
+    if kind in FAULT_KINDS and not (isinstance(step.get("after"), int) and step["after"] >= 0):
+        raise ValueError(f"{where}.after: want a count of deltas >= 0, got {step.get('after')!r}")
+    if kind == "cut" and step.get("framing") not in CUT_FRAMINGS:
+        raise ValueError(
+            f"{where}.framing: want one of {CUT_FRAMINGS}, got {step.get('framing')!r}"
+        )
+    if kind in ("error", "stream_error") and not 400 <= int(step.get("status", 0)) <= 599:
         raise ValueError(f"{where}.status: want an HTTP error status, got {step.get('status')!r}")
     if kind == "hang" and not isinstance(step.get("seconds"), int | float):
         raise ValueError(f"{where}.seconds: want a number, got {step.get('seconds')!r}")

@@ -32,6 +32,9 @@ class Answer:
     events: list[bytes] | None = None  # server-sent events, streamed
     headers: dict[str, str] = field(default_factory=dict)
     wait: float = 0.0  # seconds to stay silent first, cut short by shutdown
+    # None: a complete body; "close": a close-delimited body, cut (a JSON document is sent
+    # half); "chunked": a chunked body that stops without its terminating chunk.
+    cut: str | None = None
 
 
 class BodyTooLarge(Exception):
@@ -77,17 +80,22 @@ def write_answer(handler: RequestHandler, answer: Answer) -> None:
         if answer.events is None:
             data = json.dumps(answer.payload).encode()
             handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-            return
-        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        handler.send_header("Cache-Control", "no-cache")
-        handler.send_header("Transfer-Encoding", "chunked")
+            if answer.cut is None:
+                handler.send_header("Content-Length", str(len(data)))
+            parts = [data] if answer.cut is None else [data[: len(data) // 2]]
+        else:
+            handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            handler.send_header("Cache-Control", "no-cache")
+            parts = answer.events
+        chunked = answer.cut == "chunked" or (answer.events is not None and answer.cut is None)
+        if chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
-        for event in answer.events:
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-        handler.wfile.write(b"0\r\n\r\n")
+        for part in parts:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
+        if chunked and answer.cut is None:
+            handler.wfile.write(b"0\r\n\r\n")
+        # A cut body ends here: the handler closes the connection (close_connection above).
     except OSError:
         pass  # the caller gave up (e.g. its timeout fired during a hang): nothing to tell
 
