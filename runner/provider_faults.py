@@ -138,10 +138,7 @@ def attribute_provider_faults(
         return verdict, report
     if verdict.status in _KEPT_STATUSES:
         return verdict, report.model_copy(update={"provider_fault_evidence": None})
-    message = (
-        f"unrecovered provider faults: the provider failed the attempt's last model call "
-        f"(last {len(evidence)}: {'; '.join(evidence)})"
-    )
+    message = f"unrecovered provider faults ended the attempt: {'; '.join(evidence)}"
     faulted = Verdict(
         status="provider_error",
         error_message=message,
