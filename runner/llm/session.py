@@ -131,7 +131,8 @@ class LlmSession:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
-        self._thread.join(join_seconds)
+        if self._thread.ident is not None:  # started
+            self._thread.join(join_seconds)
         self._transcript.close()
         return self.outcome
 
