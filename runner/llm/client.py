@@ -260,6 +260,7 @@ def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     """
     try:
         data = json.loads(raw)
+        json.dumps(data)  # it is sent back next call: too deep to re-encode is as broken as cut
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
