@@ -9,13 +9,17 @@ session does not expect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.llm.client import CallFailed, ChatClient, OutOfTime
 from tests.support.servers import free_port
@@ -216,3 +220,63 @@ def test_the_budget_ending_mid_reply_is_interrupted_and_no_fault(serve):
         c.complete(BODY, time.monotonic() + 1.0)
     assert counts(c)[:4] == (1, 0, 0, 1)
     assert c.calls.unrecovered() == []
+
+
+# What each reply the provider may send is, by the rule: (a step, a provider fault, interrupted).
+BODY_OK = json.dumps(COMPLETION).encode()
+REPLIES = {
+    "step": (http(200, BODY_OK, length=len(BODY_OK)), (True, None, False)),
+    "429": (http(429, b"{}"), (False, "HTTP 429 without Retry-After", False)),
+    "429 retry-after": (
+        http(429, b"{}", "Retry-After: 0"),
+        (False, "HTTP 429 (Retry-After 0 s)", False),
+    ),
+    "503": (http(503, b"{}"), (False, "HTTP 503", False)),
+    "error in 200": (
+        http(200, json.dumps(ERROR_200).encode()),
+        (False, "an error event in an HTTP 200 reply", True),
+    ),
+    "close cut": (
+        http(200, BODY_OK[:25]),
+        (False, "HTTP 200 reply cut by the provider before its end", True),
+    ),
+    "chunked cut": (
+        http(200, b'5\r\n{"cho\r\n', "Transfer-Encoding: chunked"),
+        (False, "HTTP 200 reply cut by the provider before its end", True),
+    ),
+    "lost": (b"", (False, "connection lost before the provider replied", True)),
+    "400": (http(400, b'{"error": {"message": "no"}}'), (False, None, False)),
+}
+
+
+# 40 generated sequences of up to 8 replies per run, each over real loopback HTTP.
+@settings(max_examples=40, deadline=None)
+@given(kinds=st.lists(st.sampled_from(sorted(REPLIES)), min_size=1, max_size=8))
+def test_any_sequence_of_replies_is_counted_by_the_rule(kinds: list[str]):
+    server = RawServer([REPLIES[k][0] for k in kinds])
+    c = client(server.base_url, retries=len(kinds))
+    try:
+        with mock.patch("runner.llm.client._backoff", lambda failures: 0.0):
+            while c.calls.calls < len(kinds):
+                c.max_retries = len(kinds) - c.calls.calls - 1  # no call past the last reply
+                with contextlib.suppress(CallFailed):  # a 400, or retries used up
+                    c.complete(BODY, time.monotonic() + 30)
+    finally:
+        server.close()
+    classes = [REPLIES[k][1] for k in kinds]
+    trailing: list[str] = []
+    for number, (_, fault, _) in reversed(list(enumerate(classes, 1))):
+        if fault is None:
+            break
+        trailing.insert(0, f"call {number}: {fault}")
+    fields = c.calls.record_fields(None)
+    steps = sum(step for step, _, _ in classes)
+    assert fields == fields | {
+        "requests": len(kinds),
+        "steps": steps,
+        "tokens_in": 7 * steps,
+        "provider_faults": sum(fault is not None for _, fault, _ in classes),
+        "interrupted_calls": sum(interrupted for _, _, interrupted in classes),
+        "failed_tokens_in": 40 * kinds.count("error in 200"),
+        "provider_fault_evidence": trailing[-5:] or None,
+    }
