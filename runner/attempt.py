@@ -20,7 +20,6 @@ from runner.errors import TmlbenchError
 from runner.instructions.render import instructions_sha256, render_instructions
 from runner.manifest import MANIFEST_FILE, PUBLIC_FILES
 from runner.prepared import PreparedTask, verify_public
-from runner.provider_faults import attribute_provider_faults
 from runner.records import (
     RECORD_FILE,
     WORKSPACE_DIR,
@@ -193,16 +192,15 @@ def _execute(
         verdict = ungraded(
             plan.task, ctx.prepared, workspace, overruled.status, overruled.error_message
         )
-    else:
-        verdict = judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
-    # Graded first: a success stays one; anything else that ended on the provider's faults
-    # is the provider's.
-    verdict, report = attribute_provider_faults(verdict, driver.report())
+    else:  # the driver may still turn the would-be verdict into a provider's fault
+        verdict = driver.review(
+            judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
+        )
     record = RunRecord.assemble(
         setup,
         verdict,
         sandbox=_sandbox_report(result, run_dir, stdout_log, stderr_log),
-        driver=report,
+        driver=driver.report(),
         instructions_sha256=instructions_sha256(instructions),
         local_validation_score=_local_score(request.stdout_path),
         finished_at=_now(),

@@ -1,20 +1,19 @@
-"""The provider-fault rule: how each model call ended, and what an attempt's calls add up to.
+"""The provider-fault rule for the built-in agent's model calls, and what it does to a verdict.
 
-One rule for every route to a model (the built-in agent's client here, the gateway for agent
-CLIs), so that a provider's failure is never scored as the agent's and the agent cannot
-manufacture one:
+The gateway classifies the calls of agent CLIs by the same rule and the same words
+(``runner.gateway.call_outcomes``); this ledger counts the calls the harness's own client
+makes (:mod:`runner.llm.client`). Every model call ends as one of:
 
-* a **step** is a call that reached its protocol's terminal event with a 2xx status and no
-  error event; only steps count in ``steps`` and only their usage in ``tokens_in/out``;
-* an **interrupted** call never reached its terminal event, whoever cut it;
-* a **provider fault** is a call the provider failed: HTTP 429 or 5xx (an unreachable or
-  timed-out provider included), an error event inside a 2xx reply, or a reply the provider
-  cut before its terminal event. Tokens it reported go to ``failed_tokens_in/out``;
-* anything else (another 4xx, a call the agent or the budget cut) stays the agent's.
+- ``step``: a 2xx reply that reached its terminal event with no error event; only steps
+  count in ``steps`` and only their usage in ``tokens_in/out`` (and so the cost);
+- ``fault``: the provider failed it: HTTP 429 or 5xx (an unreachable or timed-out provider
+  included, as the gateway's own 502/504 is), an error event inside a 2xx reply, or a 2xx
+  reply the provider cut before its end. Tokens it reported go to ``failed_tokens_in/out``;
+- ``cut``: the budget ended during it: interrupted, the agent's, never a fault;
+- ``refused``: any other answer (a 4xx but 429: the request's own fault): the agent's.
 
-Faults are *unrecovered* when the attempt's last call started ended in one: nothing came
-after it, neither a step nor a call the agent or the budget cut. An attempt that ends so and
-would otherwise not be a ``success`` is the provider's (:func:`attribute_provider_faults`).
+Faults are *unrecovered* when the last call started ended in one. An attempt that ends so and
+would be anything but ``success`` (or ``harness_error``) is the provider's (:func:`review`).
 """
 
 from __future__ import annotations
@@ -22,12 +21,14 @@ from __future__ import annotations
 import threading
 import typing
 from dataclasses import dataclass
+from typing import Literal
 
-from runner.records import DriverReport, Verdict
+from runner.records import Verdict
 
-#: Evidence kept on the record: the last unrecovered faults, one short line each.
+Outcome = Literal["step", "fault", "cut", "refused"]
+
+#: How many unrecovered faults a record lists (the last ones).
 MAX_EVIDENCE = 5
-_KEPT_STATUSES = ("success", "harness_error", "provider_error")
 
 
 class Prices(typing.Protocol):
@@ -37,112 +38,106 @@ class Prices(typing.Protocol):
 
 
 @dataclass(frozen=True)
-class CallEnd:
-    """How one model call ended. ``fault``: what the provider failed, in a few words (no
-    provider text), else None; ``tokens``: the usage the provider reported, if it did."""
+class CallOutcome:
+    """One model call, classified: what it was, and for a fault one line of evidence (what
+    failed, without the call number and without provider text)."""
 
-    step: bool = False
-    interrupted: bool = False
-    fault: str | None = None
-    tokens: tuple[int, int] | None = None
+    outcome: Outcome
+    evidence: str | None = None
+    interrupted: bool = False  # broken off before its terminal event (by anyone)
+    usage: tuple[int, int] | None = None  # what the provider reported, if anything
 
     def __post_init__(self) -> None:
-        if self.step and (self.interrupted or self.fault):
-            raise ValueError("a step is neither interrupted nor a provider fault")
+        if (self.outcome == "fault") != (self.evidence is not None):
+            raise ValueError("a fault, and only a fault, says what failed")
+        if self.interrupted and self.outcome in ("step", "refused"):
+            raise ValueError(f"a {self.outcome} reached its end")
 
-    @classmethod
-    def completed(cls, tokens: tuple[int, int] | None) -> CallEnd:
-        return cls(step=True, tokens=tokens)
+
+#: A call started but never ended (the attempt stopped first): broken off, as a cut.
+_IN_FLIGHT = CallOutcome("cut", interrupted=True)
 
 
 class CallLedger:
-    """The model calls of one attempt, counted by the rule; safe to share between threads.
-
-    ``start()`` numbers a call when it is sent (1, 2, ...); ``end()`` says how it ended. A call
-    started but never ended (the attempt stopped first) is counted as interrupted.
-    """
+    """The outcomes of an attempt's model calls, by the order they started; thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ends: dict[int, CallEnd | None] = {}
+        self._outcomes: list[CallOutcome | None] = []  # call number - 1 -> outcome
 
     def start(self) -> int:
+        """Number the next call (1, 2, ...) as it starts."""
         with self._lock:
-            number = len(self._ends) + 1
-            self._ends[number] = None
-            return number
+            self._outcomes.append(None)
+            return len(self._outcomes)
 
-    def end(self, number: int, how: CallEnd) -> None:
+    def end(self, call: int, outcome: CallOutcome) -> None:
         with self._lock:
-            self._ends[number] = how
+            self._outcomes[call - 1] = outcome
 
-    def _all(self) -> list[CallEnd]:
+    def _all(self) -> list[CallOutcome]:
         with self._lock:
-            return [how or CallEnd(interrupted=True) for how in self._ends.values()]
+            return [o or _IN_FLIGHT for o in self._outcomes]
 
     @property
     def calls(self) -> int:
         with self._lock:
-            return len(self._ends)
+            return len(self._outcomes)
 
-    @property
-    def steps(self) -> int:
-        return sum(how.step for how in self._all())
-
-    def unrecovered(self) -> list[str]:
-        """The faults after the last call that was not one, if the last call started was one:
-        ``"call 7: HTTP 429 without Retry-After"``, at most the last MAX_EVIDENCE."""
-        ends = self._all()
-        trailing: list[str] = []
-        for number in range(len(ends), 0, -1):
-            fault = ends[number - 1].fault
-            if fault is None:
+    def unrecovered(self) -> tuple[int, tuple[str, ...]]:
+        """How many faults end the attempt unrecovered, and the last MAX_EVIDENCE of them:
+        ``"call 7: HTTP 429 without Retry-After"``."""
+        run: list[str] = []
+        outcomes = self._all()
+        for call in range(len(outcomes), 0, -1):
+            evidence = outcomes[call - 1].evidence
+            if evidence is None:  # a step, a cut, a refusal
                 break
-            trailing.append(f"call {number}: {fault}")
-        return trailing[:MAX_EVIDENCE][::-1]
+            run.append(f"call {call}: {evidence}")
+        return len(run), tuple(reversed(run[:MAX_EVIDENCE]))
 
     def record_fields(self, prices: Prices | None) -> dict[str, object]:
-        """The record's call counts and usage; tokens (and so cost) are unknown (None) when a
-        step reported no usage, never 0. ``prices``: the agent spec's, None: unknown cost."""
-        ends = self._all()
-        steps = [how for how in ends if how.step]
-        failed = [how.tokens for how in ends if not how.step and how.tokens is not None]
-        step_tokens = [how.tokens for how in steps]
-        known = bool(ends) and all(t is not None for t in step_tokens)
-        counted = bool(ends)  # no call at all: no usage was ever reported, unknown not 0
-        tokens_in = sum(t[0] for t in step_tokens if t) if known else None
-        tokens_out = sum(t[1] for t in step_tokens if t) if known else None
+        """The record's usage and call counts; tokens (and so cost) are unknown (None) when
+        a step reported no usage, or no call was made, never 0. ``prices``: None, unknown
+        cost. The evidence is the driver's to add: only it knows whether it decided."""
+        outcomes = self._all()
+        steps = [o.usage for o in outcomes if o.outcome == "step"]
+        failed = [o.usage for o in outcomes if o.outcome != "step" and o.usage is not None]
+        known = bool(outcomes) and all(u is not None for u in steps)
+        tokens_in = sum(u[0] for u in steps if u) if known else None
+        tokens_out = sum(u[1] for u in steps if u) if known else None
         return {
-            "requests": len(ends),
+            "requests": len(outcomes),
             "steps": len(steps),
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
             "cost_usd": prices.cost(tokens_in, tokens_out) if prices is not None else None,
-            "interrupted_calls": sum(how.interrupted for how in ends),
-            "provider_faults": sum(how.fault is not None for how in ends),
-            "failed_tokens_in": sum(t[0] for t in failed) if counted else None,
-            "failed_tokens_out": sum(t[1] for t in failed) if counted else None,
-            "provider_fault_evidence": self.unrecovered() or None,
+            "provider_faults": sum(o.outcome == "fault" for o in outcomes),
+            "interrupted_calls": sum(o.interrupted for o in outcomes),
+            "failed_tokens_in": sum(u[0] for u in failed) if outcomes else None,
+            "failed_tokens_out": sum(u[1] for u in failed) if outcomes else None,
         }
 
 
-def attribute_provider_faults(
-    verdict: Verdict, report: DriverReport
-) -> tuple[Verdict, DriverReport]:
-    """The rule's last step, after grading: an attempt that would not be a ``success`` (nor a
-    ``harness_error``, nor already a ``provider_error``) and whose driver reports unrecovered
-    provider faults (``provider_fault_evidence``) is a ``provider_error``. Otherwise the
-    evidence did not decide the attempt and is dropped (the faults stay counted)."""
-    evidence = report.provider_fault_evidence
-    if not evidence:
-        return verdict, report
-    if verdict.status in _KEPT_STATUSES:
-        return verdict, report.model_copy(update={"provider_fault_evidence": None})
-    message = f"unrecovered provider faults ended the attempt: {'; '.join(evidence)}"
-    faulted = Verdict(
-        status="provider_error",
-        error_message=message,
-        submission_path=verdict.submission_path,
-        submission_sha256=verdict.submission_sha256,
+def review(verdict: Verdict, unrecovered: int, evidence: tuple[str, ...]) -> Verdict:
+    """``provider_error`` for an attempt that would fail after ``unrecovered`` provider faults.
+
+    A ``success`` stays one (its faults are still counted), and so do a ``harness_error``
+    and a fatal ``provider_error``. What grading found stays on the record (the submission's
+    fingerprints, a validation message); the score goes. The same words as the gateway's.
+    """
+    if not unrecovered or verdict.status in ("success", "harness_error", "provider_error"):
+        return verdict
+    calls = "call" if unrecovered == 1 else f"{unrecovered} calls"
+    message = (
+        f"the provider failed the agent's last {calls} and the attempt ended before it "
+        f"recovered ({evidence[-1]}); the agent's own outcome would have been {verdict.status}"
     )
-    return faulted, report
+    return verdict.model_copy(
+        update={
+            "status": "provider_error",
+            "error_message": message,
+            "score": None,
+            "score_hib": None,
+        }
+    )

@@ -14,6 +14,7 @@ import http.client
 import json
 import math
 import random
+import re
 import socket
 import time
 import urllib.error
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runner.provider_faults import CallEnd, CallLedger
+from runner.provider_faults import CallLedger, CallOutcome
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 FATAL_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "invalid_api_key"})
@@ -67,7 +68,7 @@ class Failure:
 
     status: int  # 0: no HTTP reply
     message: str
-    end: CallEnd
+    call: CallOutcome  # how the call ended, by the provider-fault rule
     code: str | None = None
     retry_after: float | None = None
     budget: bool = False  # the attempt's budget ended during the call
@@ -129,9 +130,9 @@ class ChatClient:
             number = self.calls.start()
             outcome = self._post(payload, deadline)
             if isinstance(outcome, dict):
-                self.calls.end(number, CallEnd.completed(_usage(outcome)))
+                self.calls.end(number, CallOutcome("step", usage=_usage(outcome)))
                 return outcome
-            self.calls.end(number, outcome.end)
+            self.calls.end(number, outcome.call)
             if outcome.budget:
                 raise OutOfTime(f"the budget ended during a model call: {_describe(outcome)}")
             _raise_if_final(outcome)
@@ -181,20 +182,27 @@ class ChatClient:
             raw = b""  # the status is what counts; its body only explains it
         error, usage = _error_and_usage(raw)
         code = error.get("code") or error.get("type") if isinstance(error, dict) else None
-        retry_after = _seconds(exc.headers.get("Retry-After") if exc.headers else None)
+        said = exc.headers.get("Retry-After") if exc.headers else None
         status = exc.code
-        fault = None
-        if status == 429 or 500 <= status <= 599:
+        call = CallOutcome("refused", usage=usage)
+        if status == 429:
             wait = (
-                "without Retry-After" if retry_after is None else f"(Retry-After {retry_after:g} s)"
+                f"with Retry-After: {_safe(said) or '(unreadable)'}"
+                if said
+                else "without Retry-After"
             )
-            fault = f"HTTP {status} {wait}" if status == 429 else f"HTTP {status}"
+            call = CallOutcome("fault", f"HTTP 429 {wait}", usage=usage)
+        elif 500 <= status <= 599:
+            safe = _safe(code)
+            call = CallOutcome(
+                "fault", f"HTTP {status}" + (f" ({safe})" if safe else ""), usage=usage
+            )
         return Failure(
             status=status,
             message=_error_message(error) or str(exc.reason),
-            end=CallEnd(fault=fault, tokens=usage),
+            call=call,
             code=str(code)[:80] if code else None,
-            retry_after=retry_after,
+            retry_after=_seconds(said),
         )
 
     def _no_reply(self, exc: object, deadline: float, *, sent: bool, status: int = 0) -> Failure:
@@ -204,16 +212,17 @@ class ChatClient:
         timed_out = isinstance(reason, TimeoutError)
         what = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
         if timed_out and time.monotonic() >= deadline - 0.05:
-            return Failure(status, what, CallEnd(interrupted=True), budget=True)
-        if not sent:
+            return Failure(status, what, CallOutcome("cut", interrupted=True), budget=True)
+        if timed_out:
+            fault = "the provider did not answer in time"
+        elif not sent:
             fault = "the provider could not be reached"
-        elif timed_out:
-            fault = f"no complete reply within {self.request_timeout:g} s"
         elif status:
-            fault = f"HTTP {status} reply cut by the provider before its end"
+            fault = "reply cut by the provider before its end"
         else:
-            fault = "connection lost before the provider replied"
-        return Failure(status, f"network error: {what}", CallEnd(interrupted=sent, fault=fault))
+            fault = "the provider closed the connection before its reply"
+        call = CallOutcome("fault", fault, interrupted=sent)
+        return Failure(status, f"network error: {what}", call)
 
 
 def _read(response: _Body, call_deadline: float) -> bytes:
@@ -264,13 +273,7 @@ def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
-        return Failure(
-            status,
-            "the reply is not a complete JSON object",
-            CallEnd(
-                interrupted=True, fault=f"HTTP {status} reply cut by the provider before its end"
-            ),
-        )
+        return Failure(status, "the reply is not a complete JSON object", _CUT)
     error, usage = _error_and_usage(raw, data)
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
@@ -278,26 +281,25 @@ def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     if error is None and isinstance(choice, dict) and choice.get("error") is not None:
         error = choice["error"]
     if error is not None or finish == "error":
-        return Failure(
-            status,
-            _error_message(error) or "finish_reason is error",
-            CallEnd(
-                interrupted=finish is None,
-                fault=f"an error event in an HTTP {status} reply",
-                tokens=usage,
-            ),
-        )
-    if finish is None:
-        return Failure(
-            status,
-            "the reply has no choices[0].finish_reason",
-            CallEnd(
-                interrupted=True,
-                fault=f"HTTP {status} reply without finish_reason (ended before its end)",
-                tokens=usage,
-            ),
-        )
+        code = _safe(error.get("code") or error.get("type") if isinstance(error, dict) else None)
+        what = f"error event in a {status} reply" + (f" ({code})" if code else "")
+        call = CallOutcome("fault", what, interrupted=finish is None, usage=usage)
+        return Failure(status, _error_message(error) or "finish_reason is error", call)
+    if finish is None:  # the document ended, its completion did not
+        cut = CallOutcome("fault", _CUT.evidence, interrupted=True, usage=usage)
+        return Failure(status, "the reply has no choices[0].finish_reason", cut)
     return data
+
+
+_CUT = CallOutcome("fault", "reply cut by the provider before its end", interrupted=True)
+_SAFE_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
+
+
+def _safe(value: object) -> str | None:
+    """A provider's code or header as evidence only if it is a plain identifier: the record
+    carries no free provider text (which could echo the key)."""
+    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    return text if _SAFE_CODE.fullmatch(text) else None
 
 
 def _error_and_usage(raw: bytes, data: object = None) -> tuple[object, tuple[int, int] | None]:
@@ -341,7 +343,7 @@ def _raise_if_final(error: Failure) -> None:
         raise ProviderFailure(_describe(error))
     if error.status in (400, 413) and any(h in error.message.lower() for h in CONTEXT_HINTS):
         raise ContextTooLong(error.message)
-    if error.end.fault is None and error.status not in RETRYABLE_STATUS:
+    if error.call.outcome != "fault" and error.status not in RETRYABLE_STATUS:
         # Another 4xx: the provider refuses this request; the agent's, not the provider's.
         raise CallFailed(f"the provider refused the request: {_describe(error)}")
 

@@ -75,6 +75,7 @@ class Outcome:
     agent_fault: str | None = None
     harness_fault: str | None = None
     out_of_time: bool = False
+    exit_code: int = 0  # the tool host's, when the harness tells it to exit
     tool_seconds: float = 0.0
 
 
@@ -165,8 +166,9 @@ class LlmSession:
         except ProviderFailure as exc:
             self.outcome.reason = "provider error"
             self.outcome.provider_error = str(exc)
-        except CallFailed as exc:  # whose failure it was, the calls' record fields say
+        except CallFailed as exc:  # the agent's failure, unless the driver's review says
             self.outcome.reason = f"the model call failed: {exc}"
+            self.outcome.exit_code = 1  # as an agent CLI exits when its model call fails
         except ProtocolViolation as exc:
             self.outcome.reason = "the tool host broke the protocol"
             self.outcome.agent_fault = f"the sandbox's tool host broke the protocol: {exc}"
@@ -187,7 +189,7 @@ class LlmSession:
                 "end",
                 reason=self.outcome.reason,
                 provider_error=self.outcome.provider_error,
-                unrecovered_provider_faults=self.client.calls.unrecovered(),
+                unrecovered_provider_faults=self.client.calls.unrecovered()[1],
             )
             self._send_exit()
 
@@ -325,7 +327,9 @@ class LlmSession:
         ):
             with contextlib.suppress(OSError):
                 conn.settimeout(1.0)  # a tool host that stopped reading must not hold us
-                conn.sendall(b'{"op": "exit"}\n')
+                conn.sendall(
+                    json.dumps({"op": "exit", "code": self.outcome.exit_code}).encode() + b"\n"
+                )
 
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -13,13 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.provider_faults import (
-    MAX_EVIDENCE,
-    CallEnd,
-    CallLedger,
-    attribute_provider_faults,
-)
-from runner.records import STATUSES, DriverReport, Verdict
+from runner.provider_faults import MAX_EVIDENCE, CallLedger, CallOutcome, review
+from runner.records import STATUSES, Verdict
 
 
 @dataclass(frozen=True)
@@ -31,15 +26,15 @@ class Call:
     interrupted: bool
     tokens: tuple[int, int] | None
 
-    def end(self) -> CallEnd | None:
+    def outcome(self) -> CallOutcome | None:
         if self.kind == "step":
-            return CallEnd.completed(self.tokens)
+            return CallOutcome("step", usage=self.tokens)
         if self.kind == "fault":
-            return CallEnd(interrupted=self.interrupted, fault="HTTP 503", tokens=self.tokens)
+            return CallOutcome("fault", "HTTP 503", self.interrupted, self.tokens)
         if self.kind == "budget":
-            return CallEnd(interrupted=True, tokens=self.tokens)
+            return CallOutcome("cut", interrupted=True, usage=self.tokens)
         if self.kind == "agent":
-            return CallEnd(tokens=self.tokens)
+            return CallOutcome("refused", usage=self.tokens)
         return None
 
 
@@ -56,14 +51,15 @@ def ledger_of(sequence: list[Call]) -> CallLedger:
     ledger = CallLedger()
     for call in sequence:
         number = ledger.start()
-        end = call.end()
-        if end is not None:
-            ledger.end(number, end)
+        outcome = call.outcome()
+        if outcome is not None:
+            ledger.end(number, outcome)
     return ledger
 
 
-def oracle(sequence: list[Call]) -> dict[str, object]:
-    """The record fields rule.md asks for, computed call by call."""
+def oracle(sequence: list[Call]) -> tuple[dict[str, object], int, list[str]]:
+    """The record fields rule.md asks for, computed call by call, and the unrecovered faults
+    (how many, the last MAX_EVIDENCE)."""
     steps = [c for c in sequence if c.kind == "step"]
     failed = [c.tokens for c in sequence if c.kind not in ("step", "unended") and c.tokens]
     known = bool(sequence) and all(c.tokens is not None for c in steps)
@@ -75,7 +71,7 @@ def oracle(sequence: list[Call]) -> dict[str, object]:
     interrupted = sum(
         c.kind in ("budget", "unended") or (c.kind == "fault" and c.interrupted) for c in sequence
     )
-    return {
+    fields = {
         "requests": len(sequence),
         "steps": len(steps),
         "tokens_in": sum(c.tokens[0] for c in steps if c.tokens) if known else None,
@@ -85,43 +81,47 @@ def oracle(sequence: list[Call]) -> dict[str, object]:
         "provider_faults": sum(c.kind == "fault" for c in sequence),
         "failed_tokens_in": sum(t[0] for t in failed) if sequence else None,
         "failed_tokens_out": sum(t[1] for t in failed) if sequence else None,
-        "provider_fault_evidence": trailing[-MAX_EVIDENCE:] or None,
     }
+    return fields, len(trailing), trailing[-MAX_EVIDENCE:]
 
 
 # 300 generated sequences of up to 12 calls per run.
 @settings(max_examples=300, deadline=None)
 @given(sequence=st.lists(calls, max_size=12), status=st.sampled_from(STATUSES))
 def test_the_ledger_and_the_attribution_follow_the_rule(sequence: list[Call], status: str):
-    fields = ledger_of(sequence).record_fields(None)
-    assert fields == oracle(sequence)
+    ledger = ledger_of(sequence)
+    fields, unrecovered, evidence = oracle(sequence)
+    assert ledger.record_fields(None) == fields
+    assert ledger.unrecovered() == (unrecovered, tuple(evidence))
 
-    report = DriverReport.model_validate(fields)
     verdict = Verdict(status=status, submission_path="workspace/submission.csv")
-    settled, settled_report = attribute_provider_faults(verdict, report)
+    reviewed = review(verdict, *ledger.unrecovered())
     last = sequence[-1].kind if sequence else None
     if last == "fault" and status not in ("success", "harness_error", "provider_error"):
-        assert settled.status == "provider_error"
-        assert settled.submission_path == verdict.submission_path
-        evidence = fields["provider_fault_evidence"]
-        assert isinstance(evidence, list) and settled.error_message is not None
-        assert settled.error_message.endswith("; ".join(evidence))
-        assert "\n" not in settled.error_message
-        assert settled_report == report
+        assert reviewed.status == "provider_error"
+        assert reviewed.submission_path == verdict.submission_path
+        assert reviewed.error_message is not None and "\n" not in reviewed.error_message
+        assert f"({evidence[-1]}); the agent's own outcome would have been {status}" in (
+            reviewed.error_message
+        )
     else:  # a success stays one; a last call that was a step, the agent's, or the budget's
-        assert settled == verdict
-        assert settled_report.provider_fault_evidence is None
-        assert settled_report.provider_faults == report.provider_faults  # still counted
+        assert reviewed == verdict
 
 
-def test_a_step_is_never_a_fault_or_interrupted():
+def test_only_a_fault_has_evidence_and_a_step_is_never_interrupted():
     with pytest.raises(ValueError):
-        CallEnd(step=True, fault="HTTP 500")
+        CallOutcome("step", "HTTP 500")
     with pytest.raises(ValueError):
-        CallEnd(step=True, interrupted=True)
+        CallOutcome("fault")
+    with pytest.raises(ValueError):
+        CallOutcome("step", interrupted=True)
 
 
 def test_evidence_names_the_calls_and_keeps_the_last_five():
     ledger = ledger_of([Call("step", False, (10, 2))] + [Call("fault", True, None)] * 7)
-    assert ledger.unrecovered() == [f"call {n}: HTTP 503" for n in range(4, 9)]
-    assert ledger.steps == 1 and ledger.calls == 8
+    assert ledger.unrecovered() == (7, tuple(f"call {n}: HTTP 503" for n in range(4, 9)))
+    reviewed = review(Verdict(status="no_submission"), *ledger.unrecovered())
+    assert reviewed.error_message == (
+        "the provider failed the agent's last 7 calls and the attempt ended before it "
+        "recovered (call 8: HTTP 503); the agent's own outcome would have been no_submission"
+    )

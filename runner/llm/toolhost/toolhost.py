@@ -164,8 +164,9 @@ def main() -> int:
     try:
         for line in stream:
             request = json.loads(line)
-            if request.get("op") == "exit":
-                return 0
+            if request.get("op") == "exit":  # the code: 1 when the model call failed for good
+                code = request.get("code")
+                return code if type(code) is int and 0 <= code <= 255 else 0
             response = handle(request)
             echo(request, response)
             stream.write(reply_line(request, response))

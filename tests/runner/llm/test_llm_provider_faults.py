@@ -65,10 +65,13 @@ def test_a_5xx_before_every_reply_is_a_provider_error_with_evidence(small_paths)
         record = run(small_paths, provider, max_retries=2)
     assert record.status == "provider_error"
     assert calls(record) == (3, 2, 0, 3, 0)
-    assert record.provider_fault_evidence == [f"call {n}: HTTP 503" for n in (1, 2, 3)]
+    assert record.provider_fault_evidence == [
+        f"call {n}: HTTP 503 (server_error)" for n in (1, 2, 3)
+    ]
     assert record.error_message == (
-        "unrecovered provider faults ended the attempt: call 1: HTTP 503; call 2: HTTP 503; "
-        "call 3: HTTP 503"
+        "the provider failed the agent's last 3 calls and the attempt ended before it "
+        "recovered (call 3: HTTP 503 (server_error)); the agent's own outcome would have been "
+        "runtime_error"
     )
     assert (record.tokens_in, record.tokens_out, record.cost_usd) == (0, 0, 0.0)
 
@@ -81,7 +84,10 @@ def test_a_5xx_mid_reply_after_a_step_is_the_providers(small_paths):
     assert record.status == "provider_error", record.error_message
     assert calls(record) == (3, 1, 1, 2, 0)
     assert (record.tokens_in, record.tokens_out) == provider.usage_totals() == (1850, 640)
-    assert record.provider_fault_evidence == ["call 2: HTTP 500", "call 3: HTTP 500"]
+    assert record.provider_fault_evidence == [
+        "call 2: HTTP 500 (server_error)",
+        "call 3: HTTP 500 (server_error)",
+    ]
 
 
 @pytest.mark.parametrize("framing", ["close", "chunked"])
@@ -104,8 +110,8 @@ def test_cuts_to_the_end_are_a_provider_error_even_after_steps(small_paths):
     assert record.status == "provider_error"
     assert calls(record) == (3, 1, 1, 2, 2)
     assert record.provider_fault_evidence == [
-        "call 2: HTTP 200 reply cut by the provider before its end",
-        "call 3: HTTP 200 reply cut by the provider before its end",
+        "call 2: reply cut by the provider before its end",
+        "call 3: reply cut by the provider before its end",
     ]
 
 
@@ -135,7 +141,9 @@ def test_a_request_the_provider_refuses_is_the_agents(small_paths):
     with ScriptedProvider(script, api_key=KEY) as provider:
         record = run(small_paths, provider)
     assert provider.mismatches == []
-    assert record.status == "no_submission"
+    # the loop ends on the failed call as a CLI would: exit 1, the agent's runtime_error
+    assert record.status == "runtime_error"
+    assert record.error_message == "the agent exited with code 1 and left no submission"
     assert calls(record) == (2, 0, 1, 0, 0)
     assert record.provider_fault_evidence is None
 
@@ -147,4 +155,5 @@ def test_a_429_retry_after_past_the_budget_is_unrecovered(small_paths):
     assert provider.mismatches == []
     assert record.status == "provider_error"
     assert calls(record) == (2, 0, 1, 1, 0)
-    assert record.provider_fault_evidence == ["call 2: HTTP 429 (Retry-After 25 s)"]
+    assert record.provider_fault_evidence == ["call 2: HTTP 429 with Retry-After: 25"]
+    assert record.error_message.endswith("the agent's own outcome would have been timeout")
