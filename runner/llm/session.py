@@ -4,9 +4,9 @@ The sandbox runs ``toolhost.py``, which connects back over a unix socket; this s
 it the model's tool calls and returns their results to the model, until the model calls
 ``finish``, stops using tools, runs out of steps, fails at the provider, or the budget ends.
 Every request, reply, retry and tool result goes to ``transcript.jsonl`` (never the key).
-The client counts each model call by the provider-fault rule (:mod:`runner.provider_faults`):
-a conversation that ends on a provider fault (retries used up) carries the evidence in its
-record fields, and the attempt decides from it after grading.
+The client counts each model call by the provider-fault rule (:mod:`runner.provider_faults`);
+after grading, ``LlmDriver.review`` makes an attempt that would fail on unrecovered provider
+faults a ``provider_error``.
 
 The tool host is the agent's side: its replies are read through a
 :class:`~runner.llm.tools.ToolHostChannel` (size cap, deadline, schema), and one connection
