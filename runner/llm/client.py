@@ -10,6 +10,7 @@ agent's (another 4xx, the budget ending during the call).
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import math
@@ -132,7 +133,7 @@ class ChatClient:
             if isinstance(outcome, dict):
                 self.calls.end(number, CallOutcome("step", usage=_usage(outcome)))
                 return outcome
-            self.calls.end(number, outcome.call)
+            self.calls.end(number, self._redacted(outcome.call))
             if outcome.budget:
                 raise OutOfTime(f"the budget ended during a model call: {_describe(outcome)}")
             _raise_if_final(outcome)
@@ -148,6 +149,14 @@ class ChatClient:
             self.stats.retries += 1
             self._on_retry(status=outcome.status, wait=wait, error=outcome.message)
             time.sleep(wait)
+
+    def _redacted(self, call: CallOutcome) -> CallOutcome:
+        """Evidence holds a provider's code or header only if plain, and never the key."""
+        if call.evidence and self._api_key and self._api_key in call.evidence:
+            return dataclasses.replace(
+                call, evidence=call.evidence.replace(self._api_key, "[redacted]")
+            )
+        return call
 
     def _post(self, payload: bytes, deadline: float) -> dict[str, Any] | Failure:
         """One model call within ``request_timeout`` and the budget, classified by the rule."""

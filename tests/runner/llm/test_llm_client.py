@@ -284,3 +284,19 @@ def test_any_sequence_of_replies_is_counted_by_the_rule(kinds: list[str]):
         "failed_tokens_in": 40 * kinds.count("error in 200"),
     }
     assert c.calls.unrecovered() == (len(trailing), tuple(trailing[-5:]))
+
+
+def test_evidence_never_holds_the_key(serve):
+    key = "sk-live-0123abcd"
+    server = serve(
+        http(429, b"{}", f"Retry-After: {key}"),
+        http(503, json.dumps({"error": {"code": key, "message": key}}).encode()),
+    )
+    c = ChatClient(server.base_url, key, request_timeout=30, max_retries=0)
+    for _ in range(2):
+        with pytest.raises(CallFailed):
+            c.complete(BODY, time.monotonic() + 30)
+    assert c.calls.unrecovered() == (
+        2,
+        ("call 1: HTTP 429 with Retry-After: [redacted]", "call 2: HTTP 503 ([redacted])"),
+    )
