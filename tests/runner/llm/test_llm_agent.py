@@ -175,7 +175,8 @@ def test_malformed_tool_calls_are_explained_and_the_agent_goes_on(small_paths):
     assert (record.tokens_in, record.tokens_out) == provider.usage_totals()
 
 
-def test_text_that_is_not_unicode_gets_tool_errors_and_the_attempt_goes_on(small_paths):
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_text_that_is_not_unicode_gets_tool_errors_and_the_attempt_goes_on(small_paths, backend):
     hostile = [
         call("run", {"command": "echo \ud800"}),  # sent escaped, as JSON allows
         call("write_file", {"path": "notes\ud800.txt", "content": "x"}),
@@ -185,7 +186,7 @@ def test_text_that_is_not_unicode_gets_tool_errors_and_the_attempt_goes_on(small
     ]
     script = [reply(tool_calls=hostile, usage=(100, 10)), *conversation(loose_start=True)]
     with ScriptedProvider(script, api_key=KEY) as provider:
-        record = run(small_paths, provider)
+        record = run(small_paths, provider, backend=backend)
     assert provider.mismatches == []
     assert record.status == "success", record.error_message
     results = tool_results(small_paths, record)
