@@ -31,6 +31,7 @@ from runner.egress import socket_path as egress_socket
 from runner.errors import HarnessError, TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
 from runner.llm.session import LlmSession
+from runner.provider_faults import review as review_faults
 from runner.records import DriverReport, Verdict
 from runner.sandbox import Bind, Sandbox, SandboxPaths
 from runner.sandbox.views import private_dir
@@ -281,6 +282,7 @@ class LlmDriver(ProgramDriver):
             run_dir / TRANSCRIPT_FILE,
             provider_key(agent, api_key),
         )
+        self._fault_evidence: list[str] | None = None  # set when faults decide the verdict
 
     def command(self, sandbox: Sandbox, fields: dict[str, str]) -> list[str]:
         socket_path = f"{sandbox.bind_path(self.binds[0])}/tools.sock"
@@ -295,7 +297,8 @@ class LlmDriver(ProgramDriver):
         shutil.rmtree(self.control, ignore_errors=True)
 
     def report(self) -> DriverReport:
-        return DriverReport.model_validate(self.session.record_fields())
+        fields = self.session.record_fields() | {"provider_fault_evidence": self._fault_evidence}
+        return DriverReport.model_validate(fields)
 
     def status(self) -> Verdict | None:
         outcome = self.session.outcome
@@ -306,6 +309,15 @@ class LlmDriver(ProgramDriver):
         if outcome.agent_fault:  # the sandboxed side broke the tool-host protocol
             return Verdict(status="runtime_error", error_message=outcome.agent_fault)
         return None
+
+    def review(self, verdict: Verdict) -> Verdict:
+        """``provider_error`` for an attempt that would fail after unrecovered provider
+        faults (the model loop's last call was one): :func:`runner.provider_faults.review`."""
+        unrecovered, evidence = self.session.client.calls.unrecovered()
+        reviewed = review_faults(verdict, unrecovered, evidence)
+        if reviewed.status != verdict.status:
+            self._fault_evidence = list(evidence)
+        return reviewed
 
 
 def make_driver(

@@ -3,13 +3,20 @@
 Runs in the harness (the API key never enters the sandbox). Every call is bounded by the
 attempt's deadline: retries of 429/5xx/network errors back off only while time remains.
 Errors that retrying cannot fix (bad key, no credit, unknown model) end the attempt as a
-``provider_error``.
+``provider_error``. Each call is counted by the provider-fault rule
+(:mod:`runner.provider_faults`) in ``ChatClient.calls``: a step, a provider fault, or the
+agent's (another 4xx, the budget ending during the call).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import http.client
 import json
+import math
 import random
+import re
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -17,6 +24,8 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from runner.provider_faults import CallLedger, CallOutcome
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 FATAL_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "invalid_api_key"})
@@ -28,10 +37,16 @@ CONTEXT_HINTS = (
     "too long",
 )
 MAX_BACKOFF = 30.0
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # a reply past this is the provider's failure, not kept
 
 
 class ProviderFailure(Exception):
     """The provider refused for a reason retrying cannot fix: the attempt is a provider_error."""
+
+
+class CallFailed(Exception):
+    """The model call failed for good (retries used up, or a request the provider refuses):
+    the conversation ends. Whose failure it was, the ledger says (a trailing provider fault)."""
 
 
 class ContextTooLong(Exception):
@@ -44,17 +59,26 @@ class OutOfTime(Exception):
 
 @dataclass
 class CallStats:
-    requests: int = 0
     retries: int = 0
     seconds: float = 0.0
 
 
 @dataclass(frozen=True)
-class HttpError:
-    status: int
+class Failure:
+    """A model call that brought no completion: what the provider said, and how it ended."""
+
+    status: int  # 0: no HTTP reply
     message: str
-    code: str | None
-    retry_after: float | None
+    call: CallOutcome  # how the call ended, by the provider-fault rule
+    code: str | None = None
+    retry_after: float | None = None
+    budget: bool = False  # the attempt's budget ended during the call
+
+
+class _Body(Protocol):
+    """A reply being read: urllib's response, or the HTTPError wrapping one."""
+
+    def read1(self, size: int = ..., /) -> bytes: ...
 
 
 class RetryHook(Protocol):
@@ -78,6 +102,7 @@ class ChatClient:
         self.request_timeout = request_timeout
         self.max_retries = max_retries
         self.stats = CallStats()
+        self.calls = CallLedger()
         self._on_retry: RetryHook = on_retry or (lambda **_: None)
         host = urllib.parse.urlsplit(self.url).hostname or ""
         # A local server (vLLM, Ollama, a test stand-in) is never reached through a proxy.
@@ -87,8 +112,9 @@ class ChatClient:
     def complete(self, body: Mapping[str, object], deadline: float) -> dict[str, Any]:
         """POST one chat-completions request; retry transient failures while the budget allows.
 
-        The reply is the provider's JSON object, with ``choices``; its shape is checked by
-        whoever reads it (:func:`runner.llm.conversation.message_of`).
+        The reply is a completion: a 2xx JSON object whose ``choices[0]`` has a
+        ``finish_reason``; its message is checked by whoever reads it
+        (:func:`runner.llm.conversation.message_of`).
         """
         started = time.monotonic()
         try:
@@ -100,17 +126,20 @@ class ChatClient:
         payload = json.dumps(body).encode("utf-8")
         failures = 0
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0.05:
+            if deadline - time.monotonic() <= 0.05:
                 raise OutOfTime("the budget ended before the model answered")
-            self.stats.requests += 1
-            outcome = self._post(payload, min(self.request_timeout, remaining))
+            number = self.calls.start()
+            outcome = self._post(payload, deadline)
             if isinstance(outcome, dict):
+                self.calls.end(number, CallOutcome("step", usage=_usage(outcome)))
                 return outcome
-            _raise_if_fatal(outcome)
+            self.calls.end(number, self._redacted(outcome.call))
+            if outcome.budget:
+                raise OutOfTime(f"the budget ended during a model call: {_describe(outcome)}")
+            _raise_if_final(outcome)
             failures += 1
             if failures > self.max_retries:
-                raise ProviderFailure(
+                raise CallFailed(
                     f"gave up after {self.max_retries} retries; last error: {_describe(outcome)}"
                 )
             wait = outcome.retry_after if outcome.retry_after is not None else _backoff(failures)
@@ -121,53 +150,194 @@ class ChatClient:
             self._on_retry(status=outcome.status, wait=wait, error=outcome.message)
             time.sleep(wait)
 
-    def _post(self, payload: bytes, timeout: float) -> dict[str, Any] | HttpError:
+    def _redacted(self, call: CallOutcome) -> CallOutcome:
+        """Evidence holds a provider's code or header only if plain, and never the key."""
+        if call.evidence and self._api_key and self._api_key in call.evidence:
+            return dataclasses.replace(
+                call, evidence=call.evidence.replace(self._api_key, "[redacted]")
+            )
+        return call
+
+    def _post(self, payload: bytes, deadline: float) -> dict[str, Any] | Failure:
+        """One model call within ``request_timeout`` and the budget, classified by the rule."""
+        started = time.monotonic()
+        call_deadline = min(started + self.request_timeout, deadline)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
         try:
-            with self._opener.open(request, timeout=timeout) as response:
-                raw = response.read()
+            response = self._opener.open(request, timeout=max(0.01, call_deadline - started))
         except urllib.error.HTTPError as exc:
-            return _http_error(exc)
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return HttpError(
-                status=0, message=f"network error: {reason}", code=None, retry_after=None
-            )
+            with exc:
+                return self._error_reply(exc, call_deadline, deadline)
+        except urllib.error.URLError as exc:  # urllib: the request could not be sent at all
+            return self._no_reply(exc.reason, deadline, sent=False)
+        except (OSError, http.client.HTTPException) as exc:  # sent; the reply never came
+            return self._no_reply(exc, deadline, sent=True)
+        with response:
+            try:
+                raw = _read(response, call_deadline)
+            except (OSError, http.client.HTTPException) as exc:
+                return self._no_reply(exc, deadline, sent=True, status=response.status)
+        return _completion(response.status, raw)
+
+    def _error_reply(
+        self, exc: urllib.error.HTTPError, call_deadline: float, deadline: float
+    ) -> Failure:
         try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):
-            return HttpError(
-                status=0, message="the response was not JSON", code=None, retry_after=None
+            raw = _read(exc, call_deadline)
+        except (OSError, http.client.HTTPException):
+            raw = b""  # the status is what counts; its body only explains it
+        error, usage = _error_and_usage(raw)
+        code = error.get("code") or error.get("type") if isinstance(error, dict) else None
+        said = exc.headers.get("Retry-After") if exc.headers else None
+        status = exc.code
+        call = CallOutcome("refused", usage=usage)
+        if status == 429:
+            wait = (
+                f"with Retry-After: {_safe(said) or '(unreadable)'}"
+                if said
+                else "without Retry-After"
             )
-        if not isinstance(data, dict) or not data.get("choices"):
-            # Some providers answer 200 with an error object instead of a status code.
-            error = data.get("error") if isinstance(data, dict) else None
-            message = _error_message(error) or "the response had no choices"
-            return HttpError(status=0, message=message, code=None, retry_after=None)
-        return data
+            call = CallOutcome("fault", f"HTTP 429 {wait}", usage=usage)
+        elif 500 <= status <= 599:
+            safe = _safe(code)
+            call = CallOutcome(
+                "fault", f"HTTP {status}" + (f" ({safe})" if safe else ""), usage=usage
+            )
+        return Failure(
+            status=status,
+            message=_error_message(error) or str(exc.reason),
+            call=call,
+            code=str(code)[:80] if code else None,
+            retry_after=_seconds(said),
+        )
+
+    def _no_reply(self, exc: object, deadline: float, *, sent: bool, status: int = 0) -> Failure:
+        """No complete reply: the budget ended (the agent's), or the provider failed the call
+        (unreachable, timed out, or it cut the reply): a fault, as the gateway's 502/504 is."""
+        reason = getattr(exc, "reason", None) or exc
+        timed_out = isinstance(reason, TimeoutError)
+        what = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+        if timed_out and time.monotonic() >= deadline - 0.05:
+            return Failure(status, what, CallOutcome("cut", interrupted=True), budget=True)
+        if timed_out:
+            fault = "the provider did not answer in time"
+        elif not sent:
+            fault = "the provider could not be reached"
+        elif status:
+            fault = "reply cut by the provider before its end"
+        else:
+            fault = "the provider closed the connection before its reply"
+        call = CallOutcome("fault", fault, interrupted=sent)
+        return Failure(status, f"network error: {what}", call)
 
 
-def _http_error(exc: urllib.error.HTTPError) -> HttpError:
+def _read(response: _Body, call_deadline: float) -> bytes:
+    """The whole body, within the call's deadline and MAX_REPLY_BYTES.
+
+    urllib's timeout bounds each read, not the call: a provider dripping a byte at a time
+    would outlive any deadline, so each read gets the time the call has left.
+    """
+    sock = _socket_of(response)
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        left = call_deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the reply did not end in time")
+        if isinstance(sock, socket.socket):
+            sock.settimeout(left)
+        chunk = response.read1(64 * 1024)
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise http.client.HTTPException(f"the reply exceeds {MAX_REPLY_BYTES:,} bytes")
+        parts.append(chunk)
+
+
+def _socket_of(response: object) -> socket.socket | None:
+    """The socket under urllib's response (an HTTPError wraps the response once more)."""
+    for _ in range(3):
+        raw = getattr(getattr(response, "fp", None), "raw", None)
+        sock = getattr(raw, "_sock", None)
+        if isinstance(sock, socket.socket):
+            return sock
+        response = getattr(response, "fp", None)
+    return None
+
+
+def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
+    """A 2xx body: a completion (a step), or the provider's failure inside a 2xx reply.
+
+    Its terminal event is a complete JSON object whose ``choices[0]`` has a ``finish_reason``;
+    a body without one ended early (cut, or an error sent instead), and an ``error`` inside
+    the reply is an error event.
+    """
     try:
-        body = json.loads(exc.read() or b"{}")
-    except (ValueError, OSError):
-        body = {}
-    error = body.get("error") if isinstance(body, dict) else None
-    code = error.get("code") or error.get("type") if isinstance(error, dict) else None
-    retry_after = exc.headers.get("Retry-After") if exc.headers else None
+        data = json.loads(raw)
+        json.dumps(data)  # it is sent back next call: too deep to re-encode is as broken as cut
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        return Failure(status, "the reply is not a complete JSON object", _CUT)
+    error, usage = _error_and_usage(raw, data)
+    choices = data.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    if error is None and isinstance(choice, dict) and choice.get("error") is not None:
+        error = choice["error"]
+    if error is not None or finish == "error":
+        code = _safe(error.get("code") or error.get("type") if isinstance(error, dict) else None)
+        what = f"error event in a {status} reply" + (f" ({code})" if code else "")
+        call = CallOutcome("fault", what, interrupted=finish is None, usage=usage)
+        return Failure(status, _error_message(error) or "finish_reason is error", call)
+    if finish is None:  # the document ended, its completion did not
+        cut = CallOutcome("fault", _CUT.evidence, interrupted=True, usage=usage)
+        return Failure(status, "the reply has no choices[0].finish_reason", cut)
+    return data
+
+
+_CUT = CallOutcome("fault", "reply cut by the provider before its end", interrupted=True)
+_SAFE_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
+
+
+def _safe(value: object) -> str | None:
+    """A provider's code or header as evidence only if it is a plain identifier: the record
+    carries no free provider text (which could echo the key)."""
+    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    return text if _SAFE_CODE.fullmatch(text) else None
+
+
+def _error_and_usage(raw: bytes, data: object = None) -> tuple[object, tuple[int, int] | None]:
+    """A reply's ``error`` (None if it has none) and the usage it reports (None if none)."""
+    if data is None:
+        try:
+            data = json.loads(raw or b"{}")
+        except (ValueError, RecursionError):
+            data = None
+    if not isinstance(data, dict):
+        return None, None
+    return data.get("error"), _usage(data)
+
+
+def _usage(reply: dict[str, Any]) -> tuple[int, int] | None:
+    usage = reply.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
+        return prompt, completion
+    return None
+
+
+def _seconds(value: str | None) -> float | None:
     try:
-        retry_seconds = float(retry_after) if retry_after is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
-        retry_seconds = None
-    return HttpError(
-        status=exc.code,
-        message=_error_message(error) or str(exc.reason),
-        code=str(code) if code else None,
-        retry_after=retry_seconds,
-    )
+        return None  # an HTTP date: waited for as the backoff would
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _error_message(error: object) -> str | None:
@@ -176,16 +346,18 @@ def _error_message(error: object) -> str | None:
     return str(error) if error else None
 
 
-def _raise_if_fatal(error: HttpError) -> None:
+def _raise_if_final(error: Failure) -> None:
+    """Raise unless ``error`` is worth retrying: a provider fault, or a 408/409."""
     if error.code in FATAL_CODES or error.status in (401, 402, 403, 404):
         raise ProviderFailure(_describe(error))
     if error.status in (400, 413) and any(h in error.message.lower() for h in CONTEXT_HINTS):
         raise ContextTooLong(error.message)
-    if error.status != 0 and error.status not in RETRYABLE_STATUS:
-        raise ProviderFailure(_describe(error))
+    if error.call.outcome != "fault" and error.status not in RETRYABLE_STATUS:
+        # Another 4xx: the provider refuses this request; the agent's, not the provider's.
+        raise CallFailed(f"the provider refused the request: {_describe(error)}")
 
 
-def _describe(error: HttpError) -> str:
+def _describe(error: Failure) -> str:
     status = f"HTTP {error.status}" if error.status else "no response"
     code = f" ({error.code})" if error.code else ""
     return f"{status}{code}: {error.message}"

@@ -4,6 +4,9 @@ The sandbox runs ``toolhost.py``, which connects back over a unix socket; this s
 it the model's tool calls and returns their results to the model, until the model calls
 ``finish``, stops using tools, runs out of steps, fails at the provider, or the budget ends.
 Every request, reply, retry and tool result goes to ``transcript.jsonl`` (never the key).
+The client counts each model call by the provider-fault rule (:mod:`runner.provider_faults`);
+after grading, ``LlmDriver.review`` makes an attempt that would fail on unrecovered provider
+faults a ``provider_error``.
 
 The tool host is the agent's side: its replies are read through a
 :class:`~runner.llm.tools.ToolHostChannel` (size cap, deadline, schema), and one connection
@@ -20,12 +23,12 @@ import socket
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from runner.llm.client import ChatClient, ContextTooLong, OutOfTime, ProviderFailure
+from runner.llm.client import CallFailed, ChatClient, ContextTooLong, OutOfTime, ProviderFailure
 from runner.llm.conversation import (
     ChatMessage,
     assistant_message,
@@ -59,15 +62,6 @@ TOOL_MARGIN = 1.0  # seconds kept free at the end of the budget when a command i
 
 
 @dataclass
-class Usage:
-    tokens_in: int = 0
-    tokens_out: int = 0
-    usage_missing: bool = False  # a reply came without usage fields: totals are unknown
-    steps: int = 0
-    tool_seconds: float = 0.0
-
-
-@dataclass
 class Outcome:
     """How the conversation ended; at most one of the three faults is set.
 
@@ -81,7 +75,8 @@ class Outcome:
     agent_fault: str | None = None
     harness_fault: str | None = None
     out_of_time: bool = False
-    usage: Usage = field(default_factory=Usage)
+    exit_code: int = 0  # the tool host's, when the harness tells it to exit
+    tool_seconds: float = 0.0
 
 
 class LlmSession:
@@ -137,30 +132,20 @@ class LlmSession:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
-        self._thread.join(join_seconds)
+        if self._thread.ident is not None:  # started
+            self._thread.join(join_seconds)
         self._transcript.close()
         return self.outcome
 
     def record_fields(self) -> dict[str, object]:
-        usage = self.outcome.usage
-        known = not usage.usage_missing and self.client.stats.requests > 0
-        tokens_in = usage.tokens_in if known else None
-        tokens_out = usage.tokens_out if known else None
-        return {
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "cost_usd": self._cost(tokens_in, tokens_out),
-            "requests": self.client.stats.requests,
+        """Usage and the model calls by the provider-fault rule; the harness's own request
+        rate is nothing the agent chose, so ``rate_limited`` stays unset."""
+        return self.client.calls.record_fields(self.llm.prices) | {
             "retries": self.client.stats.retries,
-            "steps": usage.steps,
             "provider_seconds": round(self.client.stats.seconds, 3),
-            "tool_seconds": round(usage.tool_seconds, 3),
+            "tool_seconds": round(self.outcome.tool_seconds, 3),
             "transcript_path": self.transcript_path.name,
         }
-
-    def _cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
-        prices = self.llm.prices
-        return prices.cost(tokens_in, tokens_out) if prices is not None else None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -181,6 +166,9 @@ class LlmSession:
         except ProviderFailure as exc:
             self.outcome.reason = "provider error"
             self.outcome.provider_error = str(exc)
+        except CallFailed as exc:  # the agent's failure, unless the driver's review says
+            self.outcome.reason = f"the model call failed: {exc}"
+            self.outcome.exit_code = 1  # as an agent CLI exits when its model call fails
         except ProtocolViolation as exc:
             self.outcome.reason = "the tool host broke the protocol"
             self.outcome.agent_fault = f"the sandbox's tool host broke the protocol: {exc}"
@@ -197,7 +185,12 @@ class LlmSession:
             self.outcome.harness_fault = traceback.format_exc()
             self._log("harness_fault", error=f"{type(exc).__name__}: {exc}")
         finally:
-            self._log("end", reason=self.outcome.reason, provider_error=self.outcome.provider_error)
+            self._log(
+                "end",
+                reason=self.outcome.reason,
+                provider_error=self.outcome.provider_error,
+                unrecovered_provider_faults=self.client.calls.unrecovered()[1],
+            )
             self._send_exit()
 
     def _accept(self) -> socket.socket:
@@ -225,12 +218,12 @@ class LlmSession:
             {"role": "user", "content": self.instructions},
         ]
         nudges = 0
-        usage = self.outcome.usage
-        while usage.steps < self.llm.max_steps:
+        steps = 0
+        while steps < self.llm.max_steps:
             if self._stop.is_set():
                 return "sandbox ended"
             reply = self._ask(messages)
-            usage.steps += 1
+            steps += 1
             message = message_of(reply)
             messages.append(assistant_message(message))
             calls = message.get("tool_calls") or []
@@ -244,7 +237,7 @@ class LlmSession:
             finished = False
             for index, raw in enumerate(calls):
                 given = raw.get("id") if isinstance(raw, dict) else None
-                call_id = str(given or f"call_{usage.steps}_{index}")
+                call_id = str(given or f"call_{steps}_{index}")
                 result, done = self._tool_result(raw)
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
                 finished = finished or done
@@ -274,7 +267,6 @@ class LlmSession:
                 self.context_chars //= 2
                 self._log("context_too_long", error=str(exc), context_chars=self.context_chars)
                 continue
-            self._count_usage(reply)
             choice = reply["choices"][0] if isinstance(reply["choices"], list) else None
             self._log(
                 "response",
@@ -284,17 +276,7 @@ class LlmSession:
                 usage=reply.get("usage"),
             )
             return reply
-        raise ProviderFailure("the conversation does not fit the model's context even when cut")
-
-    def _count_usage(self, reply: dict[str, Any]) -> None:
-        usage = reply.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if isinstance(prompt, int) and isinstance(completion, int):
-            self.outcome.usage.tokens_in += prompt
-            self.outcome.usage.tokens_out += completion
-        else:
-            self.outcome.usage.usage_missing = True
+        raise CallFailed("the conversation does not fit the model's context even when cut")
 
     def _tool_result(self, raw: object) -> tuple[str, bool]:
         """Execute one tool call; the text for the model, and whether it was ``finish``."""
@@ -310,7 +292,7 @@ class LlmSession:
         else:
             result, done = self._execute(call), False
         seconds = time.monotonic() - started
-        self.outcome.usage.tool_seconds += seconds
+        self.outcome.tool_seconds += seconds
         result = truncate(result, self.llm.tool_output_chars)
         self._log(
             "tool",
@@ -345,7 +327,9 @@ class LlmSession:
         ):
             with contextlib.suppress(OSError):
                 conn.settimeout(1.0)  # a tool host that stopped reading must not hold us
-                conn.sendall(b'{"op": "exit"}\n')
+                conn.sendall(
+                    json.dumps({"op": "exit", "code": self.outcome.exit_code}).encode() + b"\n"
+                )
 
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -13,7 +13,8 @@ def host_request(call: ToolCall, llm: LlmSpec, available: float) -> tuple[HostRe
     """
     args = call.arguments
     if call.name == "run":
-        timeout = min(float(args.get("timeout_seconds") or available), available)
+        # parse_call checked it is finite; a negative one stops the command at once
+        timeout = max(0.0, min(float(args.get("timeout_seconds") or available), available))
         request: HostRequest = {
             "op": "run",
             "command": _text(call, "command"),

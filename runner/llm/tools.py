@@ -100,6 +100,14 @@ _SPECS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 _TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float)}
 
 
+def _finite(value: object) -> bool:
+    """A number a float can hold: not NaN or infinite (1e999 parses as inf), not 10**400."""
+    try:
+        return math.isfinite(float(value))  # type: ignore[arg-type]  # int or float here
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -122,7 +130,7 @@ def parse_call(raw: object) -> ToolCall:
     arguments = function.get("arguments") or "{}"
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(arguments, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:  # nested past the parser's depth: not JSON
             raise MalformedCall(
                 f"the arguments of {name} are not valid JSON ({exc}); send a JSON object"
@@ -136,11 +144,11 @@ def parse_call(raw: object) -> ToolCall:
     for key, value in arguments.items():
         if key not in spec["properties"]:
             raise MalformedCall(f"{name} has no argument {key!r}")
-        expected = _TYPES[spec["properties"][key]["type"]]
-        if not isinstance(value, expected) or isinstance(value, bool):
-            raise MalformedCall(
-                f"argument {key!r} of {name} must be a {spec['properties'][key]['type']}"
-            )
+        kind = spec["properties"][key]["type"]
+        if not isinstance(value, _TYPES[kind]) or isinstance(value, bool):
+            raise MalformedCall(f"argument {key!r} of {name} must be a {kind}")
+        if kind == "number" and not _finite(value):
+            raise MalformedCall(f"argument {key!r} of {name} must be a finite number")
     return ToolCall(id=str(raw.get("id") or ""), name=name, arguments=arguments)
 
 

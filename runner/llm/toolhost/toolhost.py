@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import json
 import os
 import signal
@@ -75,12 +76,13 @@ def _head_and_tail(fh: IO[bytes], size: int, max_chars: int) -> str:
 
 
 def write_file(path: str, content: str) -> dict[str, object]:
+    data = content.encode("utf-8")  # a lone surrogate fails here, before the file is touched
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(content)
-    return {"bytes": len(content.encode("utf-8"))}
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return {"bytes": len(data)}
 
 
 def read_file(path: str, max_bytes: int) -> dict[str, object]:
@@ -108,18 +110,29 @@ def handle(request: dict[str, Any]) -> dict[str, object]:
             return read_file(request["path"], request["max_bytes"])
     except OSError as exc:
         return {"error": f"{type(exc).__name__}: {exc.strerror or exc}"[:MAX_ERROR_CHARS]}
+    except UnicodeEncodeError as exc:  # a lone surrogate: no file name, command or file has it
+        bad = exc.object[exc.start : exc.start + 1]
+        return {
+            "error": f"the text holds {bad!r} at position {exc.start}, which is not "
+            "valid Unicode (a lone surrogate); send valid text"
+        }
     except Exception as exc:  # e.g. a lone surrogate in the content: the model is told
         return {"error": f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]}
     return {"error": f"unknown operation {op!r}"[:MAX_ERROR_CHARS]}
 
 
 def echo(request: dict[str, Any], response: dict[str, object]) -> None:
-    """Mirror commands and their output into this process's stdout, the attempt's log."""
+    """Mirror commands and their output into this process's stdout, the attempt's log.
+
+    The command is the model's text, any text (stdout escapes what UTF-8 cannot carry, see
+    main); the log is a courtesy, so a failing write is not the tool host's end.
+    """
     if request.get("op") != "run":
         return
-    print(f"$ {request['command']}", flush=True)
-    print(response.get("output", ""), flush=True)
-    print(f"[exit {response.get('exit_code')}]", flush=True)
+    with contextlib.suppress(OSError, ValueError):
+        print(f"$ {request.get('command')}", flush=True)
+        print(response.get("output", response.get("error", "")), flush=True)
+        print(f"[exit {response.get('exit_code')}]", flush=True)
 
 
 def reply_line(request: dict[str, Any], response: dict[str, object]) -> bytes:
@@ -140,6 +153,9 @@ def not_dumpable() -> bool:
 
 
 def main() -> int:
+    # The model's text reaches stdout (echo): a lone surrogate is written escaped, not fatal.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
     if not not_dumpable():
         print("tmlbench toolhost: could not make itself non-dumpable", file=sys.stderr)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -148,8 +164,9 @@ def main() -> int:
     try:
         for line in stream:
             request = json.loads(line)
-            if request.get("op") == "exit":
-                return 0
+            if request.get("op") == "exit":  # the code: 1 when the model call failed for good
+                code = request.get("code")
+                return code if type(code) is int and 0 <= code <= 255 else 0
             response = handle(request)
             echo(request, response)
             stream.write(reply_line(request, response))

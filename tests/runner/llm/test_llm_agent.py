@@ -125,6 +125,7 @@ def test_a_429_is_retried_after_its_retry_after(small_paths):
     assert provider.mismatches == []
     assert record.status == "success", record.error_message
     assert (record.requests, record.retries, record.steps) == (4, 1, 3)
+    assert (record.provider_faults, record.interrupted_calls) == (1, 0)
     assert (record.tokens_in, record.tokens_out) == provider.usage_totals()
     assert record.provider_seconds >= 0.5
     retries = [e for e in transcript(small_paths, record) if e["event"] == "retry"]
@@ -151,17 +152,6 @@ def test_a_wrong_key_is_a_provider_error_that_never_shows_the_key(small_paths, m
     assert all(b"sk-wrong-key-123" not in p.read_bytes() for p in run_dir.rglob("*") if p.is_file())
 
 
-def test_persistent_server_errors_give_up_after_the_retries(small_paths):
-    script = [error(503, "overloaded", retry_after=0.1)] * 3
-    with ScriptedProvider(
-        script, api_key=KEY, then=error(503, "overloaded", retry_after=0.1)
-    ) as provider:
-        record = run(small_paths, provider, max_retries=2)
-    assert record.status == "provider_error"
-    assert "gave up after 2 retries" in record.error_message and "HTTP 503" in record.error_message
-    assert (record.requests, record.retries) == (3, 2)
-
-
 def test_malformed_tool_calls_are_explained_and_the_agent_goes_on(small_paths):
     script = [
         reply(tool_calls=[call("run", '{"command": "ls"')], usage=(100, 10)),
@@ -185,6 +175,30 @@ def test_malformed_tool_calls_are_explained_and_the_agent_goes_on(small_paths):
     assert (record.tokens_in, record.tokens_out) == provider.usage_totals()
 
 
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_text_that_is_not_unicode_gets_tool_errors_and_the_attempt_goes_on(small_paths, backend):
+    hostile = [
+        call("run", {"command": "echo \ud800"}),  # sent escaped, as JSON allows
+        call("write_file", {"path": "notes\ud800.txt", "content": "x"}),
+        call("write_file", {"path": "notes.txt", "content": "\0\udfff"}),
+        call("read_file", '{"path": "\ud800\\u0000"}'),  # a surrogate itself, a NUL escaped
+        call("run", {"command": "echo " + "x" * 300_000}),  # past the kernel's argument cap
+    ]
+    script = [reply(tool_calls=hostile, usage=(100, 10)), *conversation(loose_start=True)]
+    with ScriptedProvider(script, api_key=KEY) as provider:
+        record = run(small_paths, provider, backend=backend)
+    assert provider.mismatches == []
+    assert record.status == "success", record.error_message
+    results = tool_results(small_paths, record)
+    assert [r.split(":")[0] for r in results[:5]] == ["Error"] * 5, results[:5]
+    assert "lone surrogate" in results[0] and "lone surrogate" in results[2]
+    assert "OSError" in results[4] or "Argument list too long" in results[4]
+    workspace = small_paths.runs_dir / record.run_id / "workspace"
+    assert not (workspace / "notes.txt").exists()  # refused before the file was touched
+    stdout = (small_paths.runs_dir / record.run_id / "stdout.log").read_text()
+    assert "$ echo \\ud800" in stdout  # the tool host logged the command, escaped
+
+
 def test_a_model_that_never_finishes_times_out(small_paths):
     forever = reply(tool_calls=[call("run", {"command": "sleep 1"})], usage=(10, 5))
     with ScriptedProvider([], api_key=KEY, then=forever) as provider:
@@ -201,6 +215,7 @@ def test_the_budget_ending_during_a_model_call_is_a_timeout(small_paths):
     assert record.status == "timeout"
     assert record.wall_seconds < 4 + 3
     assert (record.requests, record.steps, record.tokens_in) == (1, 0, 0)
+    assert (record.interrupted_calls, record.provider_faults) == (1, 0)  # the budget's cut
     end = transcript(small_paths, record)[-1]
     assert end["event"] == "end" and "out of time" in end["reason"]
 
@@ -763,7 +778,7 @@ def peak_rss() -> int:
 
 
 class MalformedProvider(http.server.ThreadingHTTPServer):
-    """Answers every chat completion 200 with a reply whose tool_calls is not a list."""
+    """Answers every chat completion 200, complete, with a reply whose tool_calls is not a list."""
 
     model = "malformed-model"
 
@@ -772,7 +787,8 @@ class MalformedProvider(http.server.ThreadingHTTPServer):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
                 message = {"role": "assistant", "content": "x", "tool_calls": "not a list"}
-                body = json.dumps({"choices": [{"message": message}], "usage": {}}).encode()
+                choice = {"message": message, "finish_reason": "stop"}
+                body = json.dumps({"choices": [choice], "usage": {}}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
