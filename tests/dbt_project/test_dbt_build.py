@@ -335,9 +335,7 @@ def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
     assert winners == {"a": ["x"], "b": ["y"], "c": ["x"]}
 
 
-def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(
-    tmp_path: Path, artifacts: Path
-):
+def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Path, artifacts: Path):
     """Issue 25: one folder of runs, two suites over it. "sane" lists agents a, b and c; "absurd"
     lists them and z, whose RMSE is 5.3e152 (one prediction of 1.3e154) and whose AUC is 0.3,
     both worse than the trivial prediction every record carries. Every number of a, b and c

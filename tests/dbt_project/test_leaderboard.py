@@ -152,7 +152,9 @@ def test_the_latest_counted_attempt_sets_the_anchor_and_older_records_fall_back(
     below=st.lists(st.floats(0, 1e154), min_size=1, max_size=3),
 )
 def test_agents_worse_than_trivial_move_no_other_agents_points(trivial, above, below):
-    anchors = pd.DataFrame({"task_id": ["t"], "budget_seconds": [60], "trivial_score_hib": [trivial]})
+    anchors = pd.DataFrame(
+        {"task_id": ["t"], "budget_seconds": [60], "trivial_score_hib": [trivial]}
+    )
 
     def points(medians: list[float]) -> pd.DataFrame:
         settings = pd.DataFrame(
