@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from pathlib import Path
 
 import duckdb
@@ -398,6 +399,9 @@ def test_cell_trivial_scores(built, members):
     two = actual[actual["n_trivial_scores"] > 1][["suite_id", *CELL]].values.tolist()
     assert two == [["main", "auc", 900]]
     assert actual.set_index(["suite_id", *CELL]).loc[("main", "auc", 900), "trivial_score"] == 0.635
+    results = json.loads((built[0].parent / "dbt" / "target" / "run_results.json").read_text())
+    flagged = [r for r in results["results"] if "one_trivial_score_per_cell" in r["unique_id"]]
+    assert [(r["status"], r["failures"]) for r in flagged] == [("warn", 1)]
 
 
 def _task_ranks(points: pd.DataFrame) -> pd.DataFrame:
