@@ -330,6 +330,7 @@ def _setup(
         disk_limit_bytes=limits.disk_bytes,
         task_spec_sha256=ctx.task_spec_sha256,
         public_manifest_sha256=manifest_sha,
+        trivial_score=ctx.prepared.trivial_score() if ctx.prepared.exists() else None,
         tmlbench_version=__version__,
         git_sha=git_sha(),
     )

@@ -172,6 +172,21 @@ METRICS: dict[str, Metric] = {
 }
 
 
+def trivial_score(metric: Metric, train_target: ArrayLike, holdout_target: ArrayLike) -> float:
+    """The trivial prediction's score: the training mean predicted for every holdout row.
+
+    For a binary task the mean of the 0/1 labels is the class prior, a probability, so every
+    metric scores it as it scores a submission: AUC ranks a constant as a coin flip (exactly
+    0.5), log loss is the prior's cross-entropy, accuracy thresholds it at 0.5 (the training
+    majority class). For regression it is the training mean's RMSE, MAE or R². Computed at
+    preparation (``runner.prepare``) from data no agent sees or changes: the floor the primary
+    points are anchored at (dbt_project/README.md, "Normalization").
+    """
+    holdout = np.asarray(holdout_target, dtype=np.float64)
+    constant = float(np.mean(np.asarray(train_target, dtype=np.float64)))
+    return metric.score(holdout, np.full(holdout.shape, constant))
+
+
 def known_metrics() -> list[str]:
     return sorted(METRICS)
 

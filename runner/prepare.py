@@ -18,7 +18,7 @@ import pandas as pd
 
 from runner.errors import TmlbenchError
 from runner.manifest import MANIFEST_FILE, PUBLIC_FILES, Manifest, ManifestFile, ManifestTask
-from runner.metrics import get_metric
+from runner.metrics import get_metric, trivial_score
 from runner.prepared import PreparedTask, prepared_task, sha256_file
 from runner.registry import task_dir
 from runner.specs import TaskSpec
@@ -174,10 +174,11 @@ def _write_prepared(
 
 
 def _constant_score(task: TaskSpec, train: pd.DataFrame, test: pd.DataFrame) -> float:
-    """The floor: predict the training prior or mean for every test row (AUC 0.5 by construction)."""
-    y_true = test[task.target_column].to_numpy()
-    constant = float(train[task.target_column].mean())
-    return get_metric(task.metric.name).score(y_true, [constant] * len(y_true))
+    """The floor, stored as meta.json's ``constant_score``: the trivial prediction's score
+    (``runner.metrics.trivial_score``) on the holdout's answers. ``PreparedTask.trivial_score``
+    hands it to every attempt's record, where it anchors the primary points."""
+    metric = get_metric(task.metric.name)
+    return trivial_score(metric, train[task.target_column], test[task.target_column])
 
 
 def _manifest(task: TaskSpec, public: Path) -> Manifest:

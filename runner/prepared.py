@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,49 @@ class PreparedTask:
     def private_meta(self) -> dict[str, Any]:
         path = self.private / "meta.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def trivial_score(self) -> float | None:
+        """The trivial prediction's score on this task's holdout (``runner.metrics.trivial_score``).
+
+        Preparation stores it as meta.json's ``constant_score``; a task prepared without one
+        (a hand-made folder) gets it computed here from its own files, never written back, so
+        prepared files only ever change by preparing. None if it is not finite (no anchor).
+        """
+        meta_path = self.private / "meta.json"
+        try:
+            value = self.private_meta().get("constant_score")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise TmlbenchError(
+                f"{meta_path}: not readable as the task's metadata ({exc}); "
+                f"re-prepare it: tmlbench tasks prepare {self.root.name}"
+            ) from exc
+        if value is None:
+            value = self._trivial_score_from_files()
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TmlbenchError(
+                f"{meta_path}: constant_score is {value!r}, not a number; "
+                f"re-prepare it: tmlbench tasks prepare {self.root.name}"
+            )
+        return float(value) if math.isfinite(value) else None
+
+    def _trivial_score_from_files(self) -> float:
+        # Imported here: pandas is heavy, and only folders prepared without the score need it.
+        import pandas as pd
+
+        from runner.metrics import get_metric, trivial_score
+
+        task = self.manifest().task
+        target = task.target_column
+        try:
+            train = pd.read_csv(self.public / "train.csv", usecols=[target])[target]
+            holdout = pd.read_csv(self.answers_path, usecols=[target])[target]
+        except (OSError, ValueError) as exc:
+            raise TmlbenchError(
+                f"task {self.root.name}: cannot read {target!r} from its train.csv and answers "
+                f"to score the trivial prediction ({exc}); re-prepare it: "
+                f"tmlbench tasks prepare {self.root.name}"
+            ) from exc
+        return trivial_score(get_metric(task.metric.name), train, holdout)
 
 
 def prepared_task(data_dir: Path, task_id: str) -> PreparedTask:

@@ -31,8 +31,8 @@ PUBLIC_MARTS = {
         "min_score", "max_score", "n_counted", "attempts", "successes", "median_score_hib",
         "rel_iqr",
     ],
-    "normalized_scores": ["agent_id", "task_id", "budget_seconds", "points"],
-    "leaderboard": ["agent_id", "variant", "score", "rank"],
+    "normalized_scores": ["agent_id", "task_id", "budget_seconds", "points", "points_paper"],
+    "leaderboard": ["agent_id", "variant", "score", "rank", "score_paper", "rank_paper"],
     "task_ranks": ["agent_id", "task_id", "best_points", "rank"],
     "rank_stability": ["agent_id", "mean_rank", "rank_std"],
     "success_rates": [
@@ -333,6 +333,74 @@ def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
         for suite, tables in together.items()
     }
     assert winners == {"a": ["x"], "b": ["y"], "c": ["x"]}
+
+
+def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Path, artifacts: Path):
+    """Issue 25: one folder of runs, two suites over it. "sane" lists agents a, b and c; "absurd"
+    lists them and z, whose RMSE is 5.3e152 (one prediction of 1.3e154) and whose AUC is 0.3,
+    both worse than the trivial prediction every record carries. Every number of a, b and c
+    (points, task ranks, the leaderboard, rank stability, time scaling, the bootstrap) is the
+    same in both suites; only the paper's points, kept beside them, let z flatten the RMSE cell."""
+    quality = {"a": 0.9, "b": 0.8, "c": 0.7}
+    records = []
+    for agent, base in [*quality.items(), ("z", None)]:
+        for budget in (60, 600):
+            for i in range(5):
+                auc = 0.3 if base is None else base + budget / 10_000 + i / 100
+                rmse = 5.3e152 if base is None else 3 - 2 * (base + budget / 10_000) + i / 100
+                for task, score, direction, trivial in (
+                    ("auc", auc, "maximize", 0.5),
+                    ("rmse", rmse, "minimize", 3.0),
+                ):
+                    records.append(
+                        run_record(
+                            agent,
+                            task,
+                            budget,
+                            10 * i,
+                            score=score,
+                            direction=direction,
+                            suite_id="absurd",
+                            trivial_score=trivial,
+                            run_id=f"{agent}-{task}-{budget}-{i}",
+                        )
+                    )
+    path = tmp_path / "warehouse.duckdb"
+    insert_runs(path, records)
+    insert_tasks(path, {"auc": ("maximize", None), "rmse": ("minimize", None)})
+    insert_agents(path, {agent: None for agent in [*quality, "z"]})
+    with duckdb.connect(str(path)) as con:
+        declare_suite(con, "sane", "absurd", agents=list(quality))
+    build_marts(path, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=artifacts)
+
+    def numbers(suite: str) -> dict[str, pd.DataFrame]:
+        out = {}
+        for name, frame in _rows(path, suite).items():
+            if "agent_id" not in frame.columns:
+                continue
+            frame = frame[frame["agent_id"].isin(list(quality))]
+            if name == "marts.leaderboard_rank_probabilities":  # ranks 1..4 beside 1..3
+                frame = frame[frame["probability"].astype(float) > 0]
+            paper = [c for c in frame.columns if "paper" in c]
+            out[name] = frame.drop(columns=["suite_id", *paper]).reset_index(drop=True)
+        return out
+
+    sane, absurd = numbers("sane"), numbers("absurd")
+    assert sane.keys() == absurd.keys()
+    downstream = ["normalized_scores", "task_ranks", "leaderboard", "rank_stability"]
+    downstream += ["time_scaling", "time_scaling_monotone", "leaderboard_uncertainty"]
+    downstream += ["leaderboard_rank_probabilities", "setting_costs", "agent_costs"]
+    assert {f"marts.{name}" for name in downstream} <= sane.keys()
+    for name, frame in sane.items():
+        pd.testing.assert_frame_equal(absurd[name], frame, obj=name)
+
+    points = read_mart(path, "normalized_scores").set_index(["suite_id", "agent_id", "task_id"])
+    cell = points[points["budget_seconds"] == 60]
+    assert cell.loc[("absurd", "b", "rmse"), "points"] == cell.loc[("sane", "b", "rmse"), "points"]
+    assert cell.loc[("sane", "b", "rmse"), "points"] == pytest.approx(0.5)
+    assert cell.loc[("absurd", "b", "rmse"), "points_paper"] == 1.0  # flattened: b ties a
+    assert cell.loc[("absurd", "z", "rmse"), "points"] == 0.0
+    assert not cell.loc[("absurd", "z", "rmse"), "beats_trivial"]
 
 
 # --- the project's layout (no build) --------------------------------------------------------

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.support.leaderboard_reference import compute_leaderboard
+from tests.support.leaderboard_reference import compute_leaderboard, normalize
 from tests.support.records import make_record as rec
 
 
@@ -110,3 +113,62 @@ def test_run_to_run_stability_is_the_median_relative_iqr():
     ranking = compute_leaderboard(records, n=3).ranking.set_index("agent_id")
     # setting 60: iqr 1.0 / median 2.0 = 0.5; setting 120: 0 → median over settings 0.25
     assert ranking.loc["a", "rel_iqr"] == pytest.approx(0.25)
+
+
+def test_points_are_anchored_at_the_trivial_score_and_the_paper_points_kept():
+    # RMSE, trivial 3.0: a 1, b 2 beat it; z's absurd 5.3e152 is far below it
+    records = [
+        rec("a", "reg", 60, 0, score=1.0, direction="minimize", trivial_score=3.0),
+        rec("b", "reg", 60, 1, score=2.0, direction="minimize", trivial_score=3.0),
+        rec("z", "reg", 60, 2, score=5.3e152, direction="minimize", trivial_score=3.0),
+    ]
+    points = compute_leaderboard(records, n=1).points.set_index("agent_id")
+    assert points["points"].to_dict() == {"a": 1.0, "b": 0.0, "z": 0.0}
+    assert points["points_paper"].to_dict() == {"a": 1.0, "b": 1.0, "z": 0.0}  # z flattens it
+    assert points["beats_trivial"].to_dict() == {"a": True, "b": True, "z": False}
+    assert (points["trivial_score_hib"] == -3.0).all()
+
+
+def test_the_latest_counted_attempt_sets_the_anchor_and_older_records_fall_back():
+    records = [
+        rec("a", "t", 60, 0, score=0.9, trivial_score=0.5),
+        rec("b", "t", 60, 1, score=0.7, trivial_score=0.75),  # re-prepared: the latest counts
+        rec("c", "t", 60, 2, score=0.6),  # an older record without one
+        rec("a", "t", 120, 0, score=1.0),
+        rec("b", "t", 120, 1, score=0.75),
+        rec("c", "t", 120, 2, score=0.5),
+    ]
+    points = compute_leaderboard(records, n=1).points.set_index(["budget_seconds", "agent_id"])
+    assert points.loc[60, "points"].to_dict() == {"a": 0.5, "b": 0.0, "c": 0.0}  # a alone
+    assert points.loc[120, "points"].to_dict() == {"a": 1.0, "b": 0.5, "c": 0.0}  # paper rule
+    assert points.loc[120, "beats_trivial"].tolist() == [None, None, None]
+
+
+# 100 generated cells per run: 1-5 agents above a trivial score, 1-3 more at or below it.
+@settings(max_examples=100, deadline=None)
+@given(
+    trivial=st.floats(-100, 100),
+    above=st.lists(st.floats(1e-6, 1e3), min_size=1, max_size=5),
+    below=st.lists(st.floats(0, 1e154), min_size=1, max_size=3),
+)
+def test_agents_worse_than_trivial_move_no_other_agents_points(trivial, above, below):
+    anchors = pd.DataFrame(
+        {"task_id": ["t"], "budget_seconds": [60], "trivial_score_hib": [trivial]}
+    )
+
+    def points(medians: list[float]) -> pd.DataFrame:
+        settings = pd.DataFrame(
+            {
+                "agent_id": [f"a{i}" for i in range(len(medians))],
+                "task_id": "t",
+                "budget_seconds": 60,
+                "median_score_hib": medians,
+            }
+        )
+        return normalize(settings, anchors).set_index("agent_id")
+
+    alone = points([trivial + m for m in above])
+    assert alone["points"].tolist() == alone["points_paper"].tolist()  # all beat it: the paper's
+    worse = points([trivial + m for m in above] + [trivial - m for m in below])
+    assert worse["points"].loc[alone.index].tolist() == alone["points"].tolist()
+    assert (worse["points"].drop(alone.index) == 0.0).all()

@@ -3,8 +3,9 @@
 The records cover: 5 agents, tasks of both metric directions, 2–3 budgets per task, every
 status, settings with more than 5 successes and ties in created_at (broken by run_id), an
 uncovered agent (too few successes in one setting, none at all in another, a zero median),
-an agent tied with another in a cell, and a cell where all covered agents score the same —
-all in suite "main". Suite "side" shares agents and tasks with it (earlier attempts, other
+an agent tied with another in a cell, a cell where all covered agents score the same, and
+trivial scores (TRIVIAL) that put covered agents below the anchor, leave one alone above it,
+are missing (older records) or change midway (re-prepared data) — all in suite "main". Suite "side" shares agents and tasks with it (earlier attempts, other
 scores, an agent of its own, a harness-error ceiling of its own) and suite "removed" has no
 suite file (so it counts nothing; its runs stay in raw.runs): the reference computes every suite alone (ARCHITECTURE.md: a suite's marts never
 include another suite's runs), from the (suite, run) pairs of int_setting_runs (which runs a
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from pathlib import Path
 
 import duckdb
@@ -33,7 +35,9 @@ from tests.support.dbt_warehouse import (
     read_mart,
 )
 from tests.support.leaderboard_reference import (
+    CELL,
     SETTING,
+    cell_anchors,
     compute_leaderboard,
     counted_attempts,
     records_frame,
@@ -70,6 +74,12 @@ COVERED = {  # suite → its covered agents
     "removed": set(),
 }
 SUITES = {"main": 3, "side": 2, "unused": 1}  # raw.suites: suite_id → harness_error_ceiling
+# The records' trivial scores (raw), per suite and task; a task without one (acc in main, rmse in
+# side: records older than schema 6) is normalized by the paper's rule. main's rmse anchor
+# (hib -1.32, quality 0.68) leaves one covered agent above it at 60 s; its auc anchor puts beta
+# below it at 60 s, and the first attempt of each auc setting lacks one (an older record), and
+# the auc/900 cell was re-prepared midway (0.635 from position 4 on: the latest counted wins).
+TRIVIAL = {"main": {"auc": 0.63, "rmse": 1.32}, "side": {"auc": 0.58}}
 FAILURES = [s for s in STATUSES if s != "success"]
 KEY = ["suite_id", *SETTING]
 
@@ -107,6 +117,11 @@ def make_records() -> list[RunRecord]:
                     status, score = outcomes[index]
                     raw = score if direction == "maximize" else 2 - (score or 0.0)
                     value = None if score is None else raw
+                    trivial = TRIVIAL["main"].get(task)
+                    if task == "auc" and position == 0:
+                        trivial = None
+                    elif (task, budget) == ("auc", 900) and position >= 4:
+                        trivial = 0.635
                     records.append(
                         run_record(
                             agent,
@@ -117,6 +132,7 @@ def make_records() -> list[RunRecord]:
                             score=value,
                             direction=direction,
                             run_id=f"{agent}-{task}-{budget}-{chr(97 + letters[position])}",
+                            trivial_score=trivial,
                         )
                     )
     # every status appears at least once
@@ -157,6 +173,7 @@ def with_suites(records: list[RunRecord]) -> list[RunRecord]:
                             direction=direction,
                             run_id=f"side-{agent}-{task}-{budget}-{i}",
                             suite_id="side",
+                            trivial_score=TRIVIAL["side"].get(task),
                         )
                     )
     for i in range(2):
@@ -359,6 +376,32 @@ def test_normalized_scores(built, boards):
     assert (cell["points"] == 0.5).all()  # all equal
     tie = main[(main["task_id"] == "auc") & (main["budget_seconds"] == 300)].set_index("agent_id")
     assert tie.loc["gamma", "points"] == tie.loc["delta", "points"]
+    # the anchors do something: below-trivial agents at 0 while the paper gives them more, a
+    # cell with one agent above trivial (0.5), cells without an anchor (the paper's rule)
+    below = points[points["beats_trivial"].eq(False)]
+    assert not below.empty and (below["points"] == 0).all() and (below["points_paper"] > 0).any()
+    above = points[points["beats_trivial"].eq(True)].groupby(["suite_id", *CELL])["agent_id"]
+    assert (above.size() == 1).any() and (above.size() > 1).any()
+    paper = points[points["trivial_score_hib"].isna()]
+    assert not paper.empty and (paper["points"] == paper["points_paper"]).all()
+    assert (points["points"] != points["points_paper"]).any()
+
+
+def test_cell_trivial_scores(built, members):
+    """The anchor: the latest counted attempt's trivial score (higher-is-better) per cell; the
+    re-prepared cell main auc/900 has two values and the warn-level data test names it."""
+    expected = per_suite(
+        {suite: cell_anchors(records_frame(records), N) for suite, records in members.items()}
+    )
+    with duckdb.connect(str(built[0]), read_only=True) as con:
+        actual = con.sql("select * from int_cell_trivial_scores").df()
+    assert_same(actual[[*expected.columns]], expected, ["suite_id", *CELL])
+    two = actual[actual["n_trivial_scores"] > 1][["suite_id", *CELL]].values.tolist()
+    assert two == [["main", "auc", 900]]
+    assert actual.set_index(["suite_id", *CELL]).loc[("main", "auc", 900), "trivial_score"] == 0.635
+    results = json.loads((built[0].parent / "dbt" / "target" / "run_results.json").read_text())
+    flagged = [r for r in results["results"] if "one_trivial_score_per_cell" in r["unique_id"]]
+    assert [(r["status"], r["failures"]) for r in flagged] == [("warn", 1)]
 
 
 def _task_ranks(points: pd.DataFrame) -> pd.DataFrame:
@@ -375,9 +418,12 @@ def test_leaderboard(built, boards):
             continue
         variants = []
         for variant in ("best_budget", "all_cells", "largest_budget"):
-            frame = board.ranking[["agent_id", variant]].rename(columns={variant: "score"})
+            paper = f"{variant}_paper"
+            frame = board.ranking[["agent_id", variant, paper]]
+            frame = frame.rename(columns={variant: "score", paper: "score_paper"})
             frame = frame.assign(variant=variant)
             frame["rank"] = min_rank(frame["score"])
+            frame["rank_paper"] = min_rank(frame["score_paper"])
             variants.append(frame)
         frames[suite] = pd.concat(variants)
     expected = per_suite(frames)
@@ -674,7 +720,9 @@ def setting_key(agent: str, task: str, budget: int) -> int:
 
 def bootstrap_scores(runs: pd.DataFrame, covered: set[str]) -> pd.DataFrame:
     """One suite's replicates: its covered settings resampled with the same hash chain (the
-    setting key is agent/task/budget, without the suite)."""
+    setting key is agent/task/budget, without the suite), then the primary points (anchored at
+    the cells' trivial scores, which come from every agent's counted attempts)."""
+    anchors = cell_anchors(runs, N)
     counted = counted_attempts(runs[runs["agent_id"].isin(covered)], N)
     counted = counted.sort_values([*SETTING, "created_at", "run_id"])
     settings = counted.groupby(SETTING)["score_hib"].apply(list).sort_index()
@@ -694,11 +742,15 @@ def bootstrap_scores(runs: pd.DataFrame, covered: set[str]) -> pd.DataFrame:
     long = pd.concat(
         [index.assign(replicate=r, median_score_hib=medians[r]) for r in range(REPLICATES)]
     )
-    cells = long.groupby(["replicate", "task_id", "budget_seconds"])["median_score_hib"]
+    long = long.merge(anchors, on=CELL, how="left")
+    anchor = long["trivial_score_hib"]
+    beats = anchor.isna() | (long["median_score_hib"].round(ROUND) > anchor.round(ROUND))
+    scaled = long["median_score_hib"].where(beats)
+    cells = scaled.groupby([long["replicate"], long["task_id"], long["budget_seconds"]])
     low, high = cells.transform("min"), cells.transform("max")
     span = high - low
     long["points"] = np.where(
-        span > 0, (long["median_score_hib"] - low) / span.where(span > 0, 1), 0.5
+        beats, np.where(span > 0, (scaled - low) / span.where(span > 0, 1), 0.5), 0.0
     )
     best = long.groupby(["replicate", "agent_id", "task_id"])["points"].max()
     primary = best.groupby(["replicate", "agent_id"]).mean().rename("score").reset_index()

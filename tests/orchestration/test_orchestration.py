@@ -261,6 +261,18 @@ def test_whole_graph_materializes_resumes_and_reports(world):
     assert {"leaderboard", "setting_scores", "coverage"} <= tables
     assert con.execute("select count(*) from marts.setting_scores").fetchone() == (4,)
     con.close()
+    # every record carried its task's trivial score, and the constant baseline, which submits
+    # the trivial prediction, scores it exactly: it sits at the anchor of the primary points
+    con = duckdb.connect(str(world.warehouse), read_only=True)
+    anchors = con.execute(
+        "select anchors.task_id, anchors.n_trivial_scores, anchors.n_counted_with_trivial_score,"
+        " round(scores.median_score_hib - anchors.trivial_score_hib, 12)"
+        " from int_cell_trivial_scores as anchors inner join marts.setting_scores as scores"
+        " using (suite_id, task_id, budget_seconds)"
+        " where scores.agent_id = 'baseline-constant' order by 1"
+    ).fetchall()
+    con.close()
+    assert anchors == [(BANK, 1, 4, 0.0), (S6E1, 1, 4, 0.0)]
     raw = materializations(downstream, "raw/runs")[0].metadata
     assert raw["new"].value == 8 and raw["dagster/row_count"].value == 8
 

@@ -33,9 +33,12 @@ TASKS = [
 @pytest.mark.parametrize("task_id", TASKS)
 def test_every_baseline_succeeds_on_every_twin_and_gbm_beats_the_floor(small_paths, task_id):
     scores = {}
+    trivial = prepared(small_paths, task_id).trivial_score()
+    assert trivial is not None
     for agent_id in ("baseline-constant", "baseline-linear", "baseline-gbm"):
         record = attempt(small_paths, load_agent(small_paths.agents_dir, agent_id), task_id)
         assert record.status == "success", (record.error_message, record.validation_message)
+        assert record.trivial_score == trivial  # every record carries its task's floor
         assert record.sandbox_backend == "bwrap" and record.sandbox_isolated
         assert record.local_validation_score is not None
         assert record.wall_seconds < 60
@@ -45,6 +48,10 @@ def test_every_baseline_succeeds_on_every_twin_and_gbm_beats_the_floor(small_pat
         assert (run_dir / "workspace" / "submission.csv").is_file()
     assert scores["baseline-gbm"] > scores["baseline-constant"]
     assert scores["baseline-linear"] > scores["baseline-constant"]
+    # the constant baseline submits the trivial prediction: graded, it scores the floor itself
+    assert record.metric_direction in ("maximize", "minimize")
+    sign = 1 if record.metric_direction == "maximize" else -1
+    assert scores["baseline-constant"] == pytest.approx(sign * trivial, rel=1e-12, abs=1e-12)
 
 
 def test_a_recorded_attempt_is_not_run_again(small_paths):

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from runner.errors import SpecError
-from runner.metrics import METRICS, Metric, check_task_metric, get_metric, known_metrics
+from runner.metrics import (
+    METRICS,
+    Metric,
+    check_task_metric,
+    get_metric,
+    known_metrics,
+    trivial_score,
+)
 from runner.specs import TaskSpec
 
 Y_BIN = np.array([0, 0, 1, 1, 0, 1], dtype=float)
@@ -182,3 +189,13 @@ def test_bounded_metrics_cannot_overflow(name):
         warnings.simplefilter("error")
         for preds in edges:
             assert math.isfinite(metric.score(y, preds)), preds
+
+
+def test_trivial_score_predicts_the_training_mean_as_each_metric_scores_it():
+    train, holdout = [0, 0, 0, 1], [1, 0, 1, 1]  # prior 0.25
+    assert trivial_score(get_metric("auc"), train, holdout) == 0.5
+    assert trivial_score(get_metric("accuracy"), train, holdout) == 0.25  # majority class 0
+    entropy = -(3 * math.log(0.25) + math.log(0.75)) / 4
+    assert trivial_score(get_metric("logloss"), train, holdout) == pytest.approx(entropy)
+    assert trivial_score(get_metric("rmse"), [1.0, 3.0], [0.0, 4.0]) == 2.0
+    assert trivial_score(get_metric("mae"), [1.0, 3.0], [0.0, 3.0]) == 1.5

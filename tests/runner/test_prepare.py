@@ -12,8 +12,10 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.prepare import prepare_from_download, prepare_twin
+from runner.grading import grade_submission, load_answers
+from runner.prepare import PreparedTask, prepare_from_download, prepare_twin
 from runner.registry import list_tasks, load_task
+from runner.specs import TaskSpec
 from tests.support.real_data import BANK, SHARED_DATA, kaggle_download_from_churn_modelling
 
 
@@ -79,6 +81,7 @@ def test_prepare_from_a_kaggle_zip_of_real_data(paths, tmp_path):
     assert len(train) == 6400 and len(pd.read_csv(prepared.answers_path)) == 1600
     assert prepared.private_meta()["source"]["kind"] == "kaggle"
     assert "bayes_optimal_score" not in prepared.private_meta()
+    assert prepared.trivial_score() == graded_constant_submission(task, prepared, tmp_path) == 0.5
     first = tree_digest(prepared.root)
     assert (
         tree_digest(prepare_from_download(task, paths.tasks_dir, paths.data_dir, archive).root)
@@ -124,3 +127,68 @@ def test_a_broken_manifest_is_refused_naming_the_file_and_the_field(paths):
         prepared.manifest()
     message = str(caught.value)
     assert str(prepared.manifest_path) in message and "files.test.csv.rows" in message
+
+
+def graded_constant_submission(task: TaskSpec, prepared: PreparedTask, tmp_path: Path) -> float:
+    """What the grader gives a submission of the training mean (the prior) for every test row."""
+    train = pd.read_csv(prepared.public / "train.csv")
+    sample = pd.read_csv(prepared.public / "sample_submission.csv")
+    sample[task.target_column] = float(train[task.target_column].to_numpy().mean())
+    path = tmp_path / f"{task.id}-constant.csv"
+    sample.to_csv(path, index=False)
+    return grade_submission(path, task, load_answers(prepared.answers_path, task)).score
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in list_tasks(REPO_ROOT / "tasks")])
+def test_the_trivial_score_is_the_graded_score_of_the_training_mean(paths, tmp_path, task_id):
+    """The floor the primary points are anchored at: preparation stores it in private/meta.json
+    (never public/), and it is exactly what the grader gives the trivial submission."""
+    task = load_task(paths.tasks_dir, task_id)
+    prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=400)
+    trivial = prepared.trivial_score()
+    assert trivial is not None and trivial == prepared.private_meta()["constant_score"]
+    assert trivial == graded_constant_submission(task, prepared, tmp_path)
+    public = "".join(p.read_text(errors="replace") for p in prepared.public.iterdir())
+    assert "constant_score" not in public
+    if task.metric.name == "auc":
+        assert trivial == 0.5  # a constant ranks every pair as a tie
+    else:
+        assert repr(trivial) not in public  # derived from the answers: private
+
+
+def test_a_task_prepared_without_the_trivial_score_gets_it_from_its_files(paths):
+    task = load_task(paths.tasks_dir, "playground-series-s6e1")
+    prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=300)
+    stored = prepared.trivial_score()
+    meta_path = prepared.private / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["constant_score"]
+    meta_path.write_text(json.dumps(meta))
+    assert prepared.trivial_score() == stored
+    assert "constant_score" not in json.loads(meta_path.read_text())  # never written back
+    meta_path.unlink()
+    assert prepared.trivial_score() == stored
+
+
+@pytest.mark.parametrize(
+    ("meta", "expected"),
+    [
+        ('{"constant_score": "0.5"}', r"constant_score is '0\.5', not a number"),
+        ('{"constant_score": true}', r"constant_score is True, not a number"),
+        ("{not json", r"meta\.json: not readable"),
+        ("[1, 2]", r"meta\.json: not readable"),
+    ],
+)
+def test_broken_task_metadata_is_refused_naming_the_file(paths, meta, expected):
+    task = load_task(paths.tasks_dir, BANK)
+    prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=300)
+    (prepared.private / "meta.json").write_text(meta)
+    with pytest.raises(TmlbenchError, match=expected):
+        prepared.trivial_score()
+
+
+def test_a_non_finite_trivial_score_is_no_anchor(paths):
+    task = load_task(paths.tasks_dir, BANK)
+    prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=300)
+    (prepared.private / "meta.json").write_text('{"constant_score": NaN}')
+    assert prepared.trivial_score() is None

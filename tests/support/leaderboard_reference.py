@@ -6,9 +6,13 @@ This independent recomputation exists only so the tests can cross-check the mart
 (tests/dbt_project/test_leaderboard.py). Rules (ARCHITECTURE.md, "Benchmark rules"):
 - a setting (agent, task, budget) scores the median of its first N successes by created_at, run_id;
 - an agent is ranked only with ≥ N successes in every setting of the suite;
-- per (task, budget) cell, higher-is-better medians are min-max scaled over ranked agents
-  (best 1, worst 0, all equal 0.5);
-- primary score: per task the best budget's points, then the mean over tasks.
+- per (task, budget) cell, the primary points are anchored at the trivial prediction's score (the
+  records' trivial_score, higher-is-better, of the latest counted attempt that carries one): a
+  ranked agent whose higher-is-better median is at or below it gets 0, those above it are min-max
+  scaled among themselves (best 1, worst 0, all equal 0.5); a cell without one, and the paper's
+  points everywhere (points_paper), min-max scale over every ranked agent;
+- primary score: per task the best budget's points, then the mean over tasks (the same on the
+  paper's points: the *_paper variants).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import pandas as pd
 from runner.records import STATUSES, RunRecord
 
 SETTING = ["agent_id", "task_id", "budget_seconds"]
+CELL = ["task_id", "budget_seconds"]
+ROUND_DIGITS = 12  # dbt_project.yml's rank_round_digits: float noise never beats the anchor
+VARIANTS = ("best_budget", "all_cells", "largest_budget")
 
 
 @dataclass(frozen=True)
@@ -64,13 +71,43 @@ def setting_scores(runs: pd.DataFrame, n: int) -> pd.DataFrame:
     return counts.join(stats, how="left").reset_index()
 
 
-def normalize(settings: pd.DataFrame) -> pd.DataFrame:
-    """Min-max scale the higher-is-better medians within each (task, budget) cell."""
-    cells = settings.groupby(["task_id", "budget_seconds"])["median_score_hib"]
+def cell_anchors(runs: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Per (task, budget) cell: the higher-is-better trivial score of the latest counted attempt
+    (created_at, then run_id; any agent) that carries one. Cells without one have no row."""
+    counted = counted_attempts(runs, n)
+    known = counted[counted["trivial_score"].notna()].sort_values(["created_at", "run_id"])
+    latest = known.groupby(CELL, sort=False).tail(1)
+    sign = np.where(latest["metric_direction"] == "maximize", 1.0, -1.0)
+    hib = sign * latest["trivial_score"].astype(float)
+    return latest.assign(trivial_score_hib=hib)[[*CELL, "trivial_score_hib"]]
+
+
+def _min_max(frame: pd.DataFrame, values: pd.Series) -> np.ndarray:
+    """Min-max within each cell over the non-null ``values``: best 1, worst 0, all equal 0.5."""
+    cells = values.groupby([frame[c] for c in CELL])
     low, high = cells.transform("min"), cells.transform("max")
     span = high - low
-    points = np.where(span > 0, (settings["median_score_hib"] - low) / span.where(span > 0, 1), 0.5)
-    return settings.assign(points=points)[[*SETTING, "points"]]
+    return np.where(span > 0, (values - low) / span.where(span > 0, 1), 0.5)
+
+
+def normalize(settings: pd.DataFrame, anchors: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The points of each setting within its (task, budget) cell: primary (anchored at the
+    cell's trivial score, if any) and the paper's (min-max over every setting of the cell)."""
+    if anchors is None:
+        anchors = pd.DataFrame(columns=[*CELL, "trivial_score_hib"])
+    frame = settings.merge(anchors, on=CELL, how="left").reset_index(drop=True)
+    value = frame["median_score_hib"].astype(float)
+    anchor = frame["trivial_score_hib"].astype(float)
+    above = value.round(ROUND_DIGITS) > anchor.round(ROUND_DIGITS)
+    beats = anchor.isna() | above
+    points = np.where(beats, _min_max(frame, value.where(beats)), 0.0)
+    frame = frame.assign(
+        points=points,
+        points_paper=_min_max(frame, value),
+        beats_trivial=above.astype(object).where(anchor.notna(), None),
+        trivial_score_hib=anchor,
+    )
+    return frame[[*SETTING, "trivial_score_hib", "beats_trivial", "points", "points_paper"]]
 
 
 def compute_leaderboard(
@@ -88,7 +125,11 @@ def compute_leaderboard(
         coverage.loc[coverage["missing"] > 0, "agent_id"]
     )
     ranked = settings[settings["agent_id"].isin(covered_agents)]
-    points = normalize(ranked) if not ranked.empty else pd.DataFrame(columns=[*SETTING, "points"])
+    points = (
+        normalize(ranked, cell_anchors(runs, n))
+        if not ranked.empty
+        else pd.DataFrame(columns=[*SETTING, "points", "points_paper"])
+    )
     ranking = _ranking(points, runs, settings, covered_agents)
     return Leaderboard(
         settings=settings,
@@ -128,7 +169,7 @@ def _ranking(
 ) -> pd.DataFrame:
     if points.empty:
         return pd.DataFrame(
-            columns=["rank", "agent_id", "best_budget", "all_cells", "largest_budget"]
+            columns=["rank", "agent_id", *VARIANTS, *(f"{v}_paper" for v in VARIANTS)]
         )
     best = (
         points.groupby(["agent_id", "task_id"])["points"].max().rename("best_points").reset_index()
@@ -139,6 +180,12 @@ def _ranking(
             "best_budget": best.groupby("agent_id")["best_points"].mean(),
             "all_cells": points.groupby("agent_id")["points"].mean(),
             "largest_budget": largest.groupby("agent_id")["points"].mean(),
+            "best_budget_paper": points.groupby(["agent_id", "task_id"])["points_paper"]
+            .max()
+            .groupby("agent_id")
+            .mean(),
+            "all_cells_paper": points.groupby("agent_id")["points_paper"].mean(),
+            "largest_budget_paper": largest.groupby("agent_id")["points_paper"].mean(),
         }
     )
     best["task_rank"] = best.groupby("task_id")["best_points"].rank(method="min", ascending=False)

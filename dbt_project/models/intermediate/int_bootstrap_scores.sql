@@ -1,5 +1,6 @@
--- Bootstrap, step 2: per suite and replicate, the same rules as the point estimate — min-max
--- normalization per (task, budget) cell, best budget per task, mean over tasks — and the
+-- Bootstrap, step 2: per suite and replicate, the same rules as the point estimate — the primary
+-- points per (task, budget) cell (anchored at the cell's trivial score, which no resampling
+-- moves: it is the task's, not an attempt's), best budget per task, mean over tasks — and the
 -- replicate's ranks (min ranking on the rounded score).
 with
 
@@ -9,17 +10,31 @@ medians as (
 
 ),
 
+anchors as (
+
+    select * from {{ ref('int_cell_trivial_scores') }}
+
+),
+
 normalized as (
 
     select
-        suite_id,
-        replicate,
-        agent_id,
-        task_id,
-        budget_seconds,
-        {{ min_max_points('median_score_hib', 'suite_id, replicate, task_id, budget_seconds') }} as points
+        medians.suite_id,
+        medians.replicate,
+        medians.agent_id,
+        medians.task_id,
+        medians.budget_seconds,
+        {{ anchored_points(
+            'medians.median_score_hib',
+            'anchors.trivial_score_hib',
+            'medians.suite_id, medians.replicate, medians.task_id, medians.budget_seconds'
+        ) }} as points
 
     from medians
+    left join anchors
+        on medians.suite_id = anchors.suite_id
+        and medians.task_id = anchors.task_id
+        and medians.budget_seconds = anchors.budget_seconds
 
 ),
 

@@ -1,6 +1,8 @@
 -- One row per (suite, covered agent, variant): best_budget is the primary score (per task the
 -- best budget's points, then the mean over tasks); all_cells and largest_budget are variants.
--- Ranks are within the suite and variant.
+-- score and rank are on the primary points (normalized_scores.points, anchored at the trivial
+-- prediction); score_paper and rank_paper are the same variant on the paper's points
+-- (points_paper), kept for replication. Ranks are within the suite and variant.
 with
 
 points as (
@@ -11,7 +13,22 @@ points as (
 
 task_best as (
 
-    select * from {{ ref('task_ranks') }}
+    select
+        task_ranks.suite_id,
+        task_ranks.agent_id,
+        task_ranks.task_id,
+        task_ranks.best_points,
+        paper.best_points_paper
+
+    from {{ ref('task_ranks') }} as task_ranks
+    inner join (
+        select suite_id, agent_id, task_id, max(points_paper) as best_points_paper
+        from points
+        group by suite_id, agent_id, task_id
+    ) as paper
+        on task_ranks.suite_id = paper.suite_id
+        and task_ranks.agent_id = paper.agent_id
+        and task_ranks.task_id = paper.task_id
 
 ),
 
@@ -26,13 +43,27 @@ largest as (
 
 variants as (
 
-    select suite_id, agent_id, 'best_budget' as variant, avg(best_points) as score, count(*) as n_cells
+    select
+        suite_id,
+        agent_id,
+        'best_budget' as variant,
+        avg(best_points) as score,
+        avg(best_points_paper) as score_paper,
+        count(*) as n_cells
+
     from task_best
     group by suite_id, agent_id
 
     union all
 
-    select suite_id, agent_id, 'all_cells' as variant, avg(points) as score, count(*) as n_cells
+    select
+        suite_id,
+        agent_id,
+        'all_cells' as variant,
+        avg(points) as score,
+        avg(points_paper) as score_paper,
+        count(*) as n_cells
+
     from points
     group by suite_id, agent_id
 
@@ -43,6 +74,7 @@ variants as (
         points.agent_id,
         'largest_budget' as variant,
         avg(points.points) as score,
+        avg(points.points_paper) as score_paper,
         count(*) as n_cells
 
     from points
@@ -61,7 +93,9 @@ ranked as (
         variant,
         score::double as score,
         {{ min_rank('score', 'suite_id, variant') }}::bigint as rank,
-        n_cells::bigint as n_cells
+        n_cells::bigint as n_cells,
+        score_paper::double as score_paper,
+        {{ min_rank('score_paper', 'suite_id, variant') }}::bigint as rank_paper
 
     from variants
 

@@ -1,5 +1,9 @@
--- Points per ranked setting: within each suite's (task, budget) cell, the higher-is-better
--- medians of the suite's covered agents min-max scaled (best 1, worst 0, all equal 0.5).
+-- Points per ranked setting, within each suite's (task, budget) cell over the suite's covered
+-- agents. points (primary): anchored at the trivial prediction's score (int_cell_trivial_scores)
+-- — an agent whose median is at or below it gets 0 and anchors nothing, the agents above it are
+-- min-max scaled among themselves (best 1, worst 0, all equal 0.5), so no agent moves another's
+-- points by being worse than trivial. A cell without a trivial score (imported runs, older
+-- records) uses the paper's rule. points_paper: the paper's rule, min-max over every agent.
 with
 
 covered as (
@@ -8,13 +12,26 @@ covered as (
 
 ),
 
+anchors as (
+
+    select * from {{ ref('int_cell_trivial_scores') }}
+
+),
+
 settings as (
 
-    select setting_scores.*
+    select
+        setting_scores.*,
+        anchors.trivial_score_hib
+
     from {{ ref('setting_scores') }} as setting_scores
     inner join covered
         on setting_scores.suite_id = covered.suite_id
         and setting_scores.agent_id = covered.agent_id
+    left join anchors
+        on setting_scores.suite_id = anchors.suite_id
+        and setting_scores.task_id = anchors.task_id
+        and setting_scores.budget_seconds = anchors.budget_seconds
 
 ),
 
@@ -26,7 +43,10 @@ normalized as (
         task_id,
         budget_seconds,
         median_score_hib,
-        ({{ min_max_points('median_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points
+        trivial_score_hib,
+        ({{ beats_anchor('median_score_hib', 'trivial_score_hib') }})::boolean as beats_trivial,
+        ({{ anchored_points('median_score_hib', 'trivial_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points,
+        ({{ min_max_points('median_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points_paper
 
     from settings
 
