@@ -12,18 +12,18 @@
     end
 {%- endmacro %}
 
-{#- The primary points: min-max scaling anchored at the trivial prediction's score. A value at or
-    below the anchor gets 0 and takes no part in the scale; the values above it are min-max
-    scaled among themselves (best 1, worst 0, all equal 0.5). With a null anchor (a cell without
-    a trivial score) every value takes part: exactly min_max_points. So a value worse than the
-    trivial prediction moves no other value's points, however absurd it is. Both sides are
-    rounded (var rank_round_digits) first, so float noise never decides whether a value beats
-    the anchor: a constant submission of the training mean is at the anchor, not 1e-16 above. -#}
+{#- The primary points: min-max scaling anchored at the trivial prediction's score. A value below
+    the anchor gets 0 and takes no part in the scale; the values at or above it are min-max scaled
+    among themselves (best 1, worst 0, all equal 0.5). With a null anchor (a cell without a
+    trivial score) every value takes part: exactly min_max_points. So a value worse than the
+    trivial prediction moves no other value's points, however absurd it is, and the lowest the
+    scale's bottom can sit is the trivial score itself: the constant baseline, which submits the
+    trivial prediction, is the floor it always was. -#}
 {% macro anchored_points(value, anchor, partition_by) -%}
-    {%- set beats = 'coalesce(' ~ beats_anchor(value, anchor) ~ ', true)' -%}
-    {%- set scaled = '(case when ' ~ beats ~ ' then ' ~ value ~ ' end)' -%}
+    {%- set takes_part = 'not coalesce(' ~ below_anchor(value, anchor) ~ ', false)' -%}
+    {%- set scaled = '(case when ' ~ takes_part ~ ' then ' ~ value ~ ' end)' -%}
     case
-        when not {{ beats }} then 0.0
+        when not {{ takes_part }} then 0.0
         when max({{ scaled }}) over (partition by {{ partition_by }})
             > min({{ scaled }}) over (partition by {{ partition_by }})
         then ({{ value }} - min({{ scaled }}) over (partition by {{ partition_by }}))
@@ -33,12 +33,13 @@
     end
 {%- endmacro %}
 
-{#- Whether a value beats the anchor (null: no anchor), as anchored_points decides it. -#}
-{% macro beats_anchor(value, anchor) -%}
+{#- Whether a value is below the anchor (null: no anchor), as anchored_points decides it. Within
+    var trivial_tolerance (relative) of the anchor is at it: a constant submission of the
+    training mean scores the trivial score up to float noise, and noise never decides. -#}
+{% macro below_anchor(value, anchor) -%}
     case
         when {{ anchor }} is not null
-        then round({{ value }}, {{ var('rank_round_digits') }})
-            > round({{ anchor }}, {{ var('rank_round_digits') }})
+        then {{ value }} < {{ anchor }} - {{ var('trivial_tolerance') }} * greatest(1.0, abs({{ anchor }}))
     end
 {%- endmacro %}
 

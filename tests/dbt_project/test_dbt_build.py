@@ -400,7 +400,7 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
     assert cell.loc[("sane", "b", "rmse"), "points"] == pytest.approx(0.5)
     assert cell.loc[("absurd", "b", "rmse"), "points_paper"] == 1.0  # flattened: b ties a
     assert cell.loc[("absurd", "z", "rmse"), "points"] == 0.0
-    assert not cell.loc[("absurd", "z", "rmse"), "beats_trivial"]
+    assert cell.loc[("absurd", "z", "rmse"), "below_trivial"]
 
 
 # --- the project's layout (no build) --------------------------------------------------------

@@ -37,6 +37,7 @@ from tests.support.dbt_warehouse import (
 from tests.support.leaderboard_reference import (
     CELL,
     SETTING,
+    below_trivial,
     cell_anchors,
     compute_leaderboard,
     counted_attempts,
@@ -378,9 +379,9 @@ def test_normalized_scores(built, boards):
     assert tie.loc["gamma", "points"] == tie.loc["delta", "points"]
     # the anchors do something: below-trivial agents at 0 while the paper gives them more, a
     # cell with one agent above trivial (0.5), cells without an anchor (the paper's rule)
-    below = points[points["beats_trivial"].eq(False)]
+    below = points[points["below_trivial"].eq(True)]
     assert not below.empty and (below["points"] == 0).all() and (below["points_paper"] > 0).any()
-    above = points[points["beats_trivial"].eq(True)].groupby(["suite_id", *CELL])["agent_id"]
+    above = points[points["below_trivial"].eq(False)].groupby(["suite_id", *CELL])["agent_id"]
     assert (above.size() == 1).any() and (above.size() > 1).any()
     paper = points[points["trivial_score_hib"].isna()]
     assert not paper.empty and (paper["points"] == paper["points_paper"]).all()
@@ -744,7 +745,7 @@ def bootstrap_scores(runs: pd.DataFrame, covered: set[str]) -> pd.DataFrame:
     )
     long = long.merge(anchors, on=CELL, how="left")
     anchor = long["trivial_score_hib"]
-    beats = anchor.isna() | (long["median_score_hib"].round(ROUND) > anchor.round(ROUND))
+    beats = ~below_trivial(long["median_score_hib"], anchor)
     scaled = long["median_score_hib"].where(beats)
     cells = scaled.groupby([long["replicate"], long["task_id"], long["budget_seconds"]])
     low, high = cells.transform("min"), cells.transform("max")

@@ -8,8 +8,8 @@ This independent recomputation exists only so the tests can cross-check the mart
 - an agent is ranked only with ≥ N successes in every setting of the suite;
 - per (task, budget) cell, the primary points are anchored at the trivial prediction's score (the
   records' trivial_score, higher-is-better, of the latest counted attempt that carries one): a
-  ranked agent whose higher-is-better median is at or below it gets 0, those above it are min-max
-  scaled among themselves (best 1, worst 0, all equal 0.5); a cell without one, and the paper's
+  ranked agent whose higher-is-better median is below it (beyond a relative tolerance) gets 0,
+  those at or above it are min-max scaled among themselves (best 1, worst 0, all equal 0.5); a cell without one, and the paper's
   points everywhere (points_paper), min-max scale over every ranked agent;
 - primary score: per task the best budget's points, then the mean over tasks (the same on the
   paper's points: the *_paper variants).
@@ -27,7 +27,7 @@ from runner.records import STATUSES, RunRecord
 
 SETTING = ["agent_id", "task_id", "budget_seconds"]
 CELL = ["task_id", "budget_seconds"]
-ROUND_DIGITS = 12  # dbt_project.yml's rank_round_digits: float noise never beats the anchor
+TRIVIAL_TOLERANCE = 1e-9  # dbt_project.yml's trivial_tolerance: float noise is not below the anchor
 VARIANTS = ("best_budget", "all_cells", "largest_budget")
 
 
@@ -98,16 +98,21 @@ def normalize(settings: pd.DataFrame, anchors: pd.DataFrame | None = None) -> pd
     frame = settings.merge(anchors, on=CELL, how="left").reset_index(drop=True)
     value = frame["median_score_hib"].astype(float)
     anchor = frame["trivial_score_hib"].astype(float)
-    above = value.round(ROUND_DIGITS) > anchor.round(ROUND_DIGITS)
-    beats = anchor.isna() | above
-    points = np.where(beats, _min_max(frame, value.where(beats)), 0.0)
+    below = below_trivial(value, anchor)
+    takes_part = ~below
+    points = np.where(takes_part, _min_max(frame, value.where(takes_part)), 0.0)
     frame = frame.assign(
         points=points,
         points_paper=_min_max(frame, value),
-        beats_trivial=above.astype(object).where(anchor.notna(), None),
+        below_trivial=below.astype(object).where(anchor.notna(), None),
         trivial_score_hib=anchor,
     )
-    return frame[[*SETTING, "trivial_score_hib", "beats_trivial", "points", "points_paper"]]
+    return frame[[*SETTING, "trivial_score_hib", "below_trivial", "points", "points_paper"]]
+
+
+def below_trivial(value: pd.Series, anchor: pd.Series) -> pd.Series:
+    """Worse than the trivial score beyond float noise (False without one)."""
+    return value < anchor - TRIVIAL_TOLERANCE * np.maximum(1.0, anchor.abs())
 
 
 def compute_leaderboard(

@@ -1,6 +1,6 @@
 -- Points per ranked setting, within each suite's (task, budget) cell over the suite's covered
 -- agents. points (primary): anchored at the trivial prediction's score (int_cell_trivial_scores)
--- — an agent whose median is at or below it gets 0 and anchors nothing, the agents above it are
+-- — an agent whose median is below it gets 0 and anchors nothing, the agents at or above it are
 -- min-max scaled among themselves (best 1, worst 0, all equal 0.5), so no agent moves another's
 -- points by being worse than trivial. A cell without a trivial score (imported runs, older
 -- records) uses the paper's rule. points_paper: the paper's rule, min-max over every agent.
@@ -44,7 +44,7 @@ normalized as (
         budget_seconds,
         median_score_hib,
         trivial_score_hib,
-        ({{ beats_anchor('median_score_hib', 'trivial_score_hib') }})::boolean as beats_trivial,
+        ({{ below_anchor('median_score_hib', 'trivial_score_hib') }})::boolean as below_trivial,
         ({{ anchored_points('median_score_hib', 'trivial_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points,
         ({{ min_max_points('median_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points_paper
 
