@@ -847,7 +847,9 @@ def test_suite_status(built, boards):
         assert row["agents_ranked"] == len(COVERED[suite])
     assert status.loc["main", "provisional"] and not status.loc["side", "provisional"]
     assert status.loc["main", "agents_expected"] - status.loc["main", "agents_ranked"] == 1
-    assert not status.loc["unused", "provisional"] and status.loc["unused", "settings_expected"] == 0
+    assert (
+        not status.loc["unused", "provisional"] and status.loc["unused", "settings_expected"] == 0
+    )
     for mart in ("leaderboard_uncertainty", "leaderboard_rank_probabilities"):
         rows = read_mart(built[0], mart)
         flags = rows.groupby("suite_id")[["provisional", "unranked_agents"]].max()

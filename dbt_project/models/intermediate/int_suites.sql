@@ -3,7 +3,9 @@
 -- (raw.suites) takes its file's `attempts` as N, so the runner (which schedules a setting until
 -- it has `attempts` successes) and the marts agree on one number. Imported suites (one per
 -- source, e.g. 'tml-bench') have no file: they keep the paper's N (var counted_successes) and no
--- ceilings (their runner's are unknown).
+-- ceilings (their runner's are unknown). A view: a rule raised in a suite file (reloaded into
+-- raw.suites) reaches any partial build of the marts that read it.
+{{ config(materialized='view') }}
 with
 
 suites as (
