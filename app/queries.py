@@ -251,7 +251,8 @@ def stopped_settings(
         con,
         "select agent_id, task_id, budget_seconds, harness_errors, provider_errors, "
         "n_harness_error, harness_error_ceiling, n_provider_error, provider_error_ceiling, "
-        "attempts, successes, missing from display.setting_display "
+        "attempts, successes, missing, stopped_at_harness_error_ceiling, "
+        "stopped_at_provider_error_ceiling from display.setting_display "
         f"where (stopped_at_harness_error_ceiling or stopped_at_provider_error_ceiling){where} "
         "order by agent_id, task_id, budget_seconds",
         params,

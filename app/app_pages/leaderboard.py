@@ -206,14 +206,21 @@ with st.expander(
 
 stopped = query("stopped_settings", path, filters)
 if not stopped.empty:
+    counts = " and ".join(
+        f"{n} setting(s) stopped at the {kind}-error ceiling"
+        for kind, n in (
+            ("harness", int(stopped["stopped_at_harness_error_ceiling"].sum())),
+            ("provider", int(stopped["stopped_at_provider_error_ceiling"].sum())),
+        )
+        if n
+    )
     st.warning(
-        f"⛔ {len(stopped)} setting(s) stopped at a fault ceiling: their harness faults reached "
-        "the suite's `harness_error_ceiling`, or their provider faults its "
-        "`provider_error_ceiling` (neither is the agent's), so they get no more attempts and lack "
-        "successes. See their `harness_error` / `provider_error` attempts in the Run explorer "
-        "(the error message; `harness_error.txt` in the run folder has the traceback, the record's "
-        "`provider_fault_evidence` the provider's failures); once the cause is fixed, raise the "
-        "ceiling in the suite file and run the suite again."
+        f"⛔ {counts}: their harness faults reached the suite's `harness_error_ceiling`, or their "
+        "provider faults its `provider_error_ceiling` (neither is the agent's), so they get no "
+        "more attempts and lack successes. See their `harness_error` / `provider_error` attempts "
+        "in the Run explorer (the error message; `harness_error.txt` in the run folder has the "
+        "traceback, the record's `provider_fault_evidence` the provider's failures); once the "
+        "cause is fixed, raise the ceiling in the suite file and run the suite again."
     )
     st.dataframe(stopped, hide_index=True, width="stretch")
     download(stopped, "stopped_settings")
