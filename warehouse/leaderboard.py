@@ -202,8 +202,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def print_board(console: Console, board: SuiteBoard) -> None:
-    console.print(_status_line(board))
     console.print(_ranking_table(board))
+    console.print(_status_line(board))
     console.print(
         "score: per task the best budget's normalized points (best agent 1, worst 0), mean over tasks."
     )
