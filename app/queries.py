@@ -212,6 +212,24 @@ def coverage(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
     )
 
 
+def suite_status(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> dict:
+    """The chosen suite's row of ``marts.suite_status``: N, k of n settings complete, agents
+    ranked of expected, provisional; {} when the snapshot has none (a suite without runs, or a
+    snapshot published before the mart existed). Not narrowed by the agent/task/budget filters:
+    whether a suite is final is the suite's."""
+    suite = (filters or NO_FILTERS).suite
+    sql = "select * from marts.suite_status"
+    params: list = []
+    if suite is not None:
+        sql += " where suite_id = ?"
+        params.append(suite)
+    try:
+        frame = _read(con, sql + " order by suite_id limit 1", params)
+    except duckdb.Error:
+        return {}
+    return {} if frame.empty else frame.iloc[0].to_dict()
+
+
 def setting_scores(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """Median and quartiles of every setting with its harness faults (``display.setting_display``)."""
     where, params = _where(filters, SETTING)
@@ -226,13 +244,16 @@ def setting_scores(con: duckdb.DuckDBPyConnection, filters: Filters | None = Non
 def stopped_settings(
     con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 ) -> pd.DataFrame:
-    """The settings stopped at the harness-error ceiling (``display.setting_display``)."""
+    """The settings stopped at the harness-error or the provider-error ceiling
+    (``display.setting_display``)."""
     where, params = _where(filters, SETTING)
     return _read(
         con,
-        "select agent_id, task_id, budget_seconds, harness_errors, n_harness_error, "
-        "harness_error_ceiling, attempts, successes, missing from display.setting_display "
-        f"where stopped_at_harness_error_ceiling{where} "
+        "select agent_id, task_id, budget_seconds, harness_errors, provider_errors, "
+        "n_harness_error, harness_error_ceiling, n_provider_error, provider_error_ceiling, "
+        "attempts, successes, missing, stopped_at_harness_error_ceiling, "
+        "stopped_at_provider_error_ceiling from display.setting_display "
+        f"where (stopped_at_harness_error_ceiling or stopped_at_provider_error_ceiling){where} "
         "order by agent_id, task_id, budget_seconds",
         params,
     )

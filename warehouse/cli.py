@@ -127,7 +127,8 @@ def warehouse_load(
 @click.option(
     "--counted-successes",
     type=click.IntRange(min=1),
-    help="Successes counted per setting (dbt var counted_successes; default 5).",
+    help="Successes counted per setting of imported suites, which have no suite file (dbt var "
+    "counted_successes; default 5, the paper's). A suite file's `attempts` is its own N.",
 )
 @warehouse_option
 @click.pass_obj

@@ -31,6 +31,7 @@ RANKING = """
         ranks.mean_rank,
         ranks.rank_std,
         rates.success_rate,
+        rates.n_provider_error,
         stability.rel_iqr
     from marts.leaderboard as best
     left join marts.leaderboard as all_cells
@@ -56,20 +57,34 @@ SETTING_MEDIANS = """
     order by task_id, agent_id, budget_seconds
 """
 
-# N, the successes counted per setting (dbt var counted_successes), as the marts were built
-# with it: a setting short of successes lacks exactly N − successes; any other counts N.
-COUNTED_SUCCESSES = """
-    select coalesce(
-        (select max(successes + missing) from marts.coverage where missing > 0),
-        (select max(n_counted) from marts.setting_scores)
-    )
+# Whether the suite is final or provisional (k of n settings complete), and its N: the
+# successes a setting counts (the suite file's `attempts`; the paper's 5 for an import).
+STATUS = """
+    select counted_successes, settings_complete, settings_expected, agents_ranked,
+        agents_expected, provisional
+    from marts.suite_status
+    where suite_id = $suite
 """
 
+# Per agent the suite does not rank: how many of its settings lack successes, and the first few.
 NOT_RANKED = """
-    select agent_id, task_id, budget_seconds, successes, missing
+    select
+        agent_id,
+        count(*) filter (where missing > 0) as incomplete,
+        count(*) as settings,
+        list(
+            task_id || ' · ' || budget_seconds || ' s: ' || successes || ' of '
+                || counted_successes
+            order by task_id, budget_seconds
+        ) filter (where missing > 0)[1:3] as first_incomplete,
+        count(*) filter (where missing > 0 and provider_error_ceiling_reached)
+            as stopped_by_provider,
+        count(*) filter (where missing > 0 and harness_error_ceiling_reached)
+            as stopped_by_harness
     from marts.coverage
-    where suite_id = $suite and missing > 0
-    order by agent_id, task_id, budget_seconds
+    where suite_id = $suite and not agent_is_covered
+    group by agent_id
+    order by agent_id
 """
 
 # Suites with a file have a title in raw.suites; an import's suite (its source) has none.
@@ -92,6 +107,7 @@ MARTS_READ = (
     "run_stability",
     "setting_scores",
     "coverage",
+    "suite_status",
 )
 
 
@@ -103,7 +119,12 @@ class SuiteBoard:
     title: str
     ranking: list[tuple[Any, ...]]  # rows of RANKING
     medians: list[tuple[Any, ...]]  # rows of SETTING_MEDIANS
-    counted_successes: int | None
+    counted_successes: int
+    settings_complete: int
+    settings_expected: int
+    agents_ranked: int
+    agents_expected: int
+    provisional: bool
     not_ranked: list[tuple[Any, ...]]  # rows of NOT_RANKED
 
 
@@ -118,12 +139,20 @@ def read_board(warehouse: Path, suite_id: str) -> SuiteBoard:
     try:
         _require_marts(con, warehouse)
         title = _suite_title(con, warehouse, suite_id)
+        n, complete, expected, ranked, agents, provisional = one_row(
+            con, _with_suite(STATUS, suite_id)
+        )
         return SuiteBoard(
             suite_id=suite_id,
             title=title,
             ranking=con.execute(_with_suite(RANKING, suite_id)).fetchall(),
             medians=con.execute(_with_suite(SETTING_MEDIANS, suite_id)).fetchall(),
-            counted_successes=one_row(con, COUNTED_SUCCESSES)[0],
+            counted_successes=n,
+            settings_complete=complete,
+            settings_expected=expected,
+            agents_ranked=ranked,
+            agents_expected=agents,
+            provisional=provisional,
             not_ranked=con.execute(_with_suite(NOT_RANKED, suite_id)).fetchall(),
         )
     finally:
@@ -174,21 +203,47 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def print_board(console: Console, board: SuiteBoard) -> None:
     console.print(_ranking_table(board))
+    console.print(_status_line(board))
     console.print(
         "score: per task the best budget's normalized points (best agent 1, worst 0), mean over tasks."
     )
+    console.print(
+        "success rate: successes / the agent's own attempts; provider errors (attempts ended by "
+        "the provider's faults) and harness errors are not the agent's: counted apart, re-run."
+    )
     console.print(_medians_table(board))
     if board.not_ranked:
-        console.print("[yellow]not ranked (fewer successes than needed):[/]")
-        for agent_id, task_id, budget, successes, missing in board.not_ranked:
+        console.print("[yellow]not ranked (fewer successes than needed in some setting):[/]")
+        for agent_id, incomplete, settings, first, by_provider, by_harness in board.not_ranked:
+            more = ", …" if incomplete > len(first) else ""
+            stopped = "".join(
+                f" · {count} stopped at the {kind}-error ceiling"
+                for kind, count in (("provider", by_provider), ("harness", by_harness))
+                if count
+            )
             console.print(
-                f"  {agent_id} · {task_id} · {budget} s: {successes} successes, {missing} missing"
+                f"  {agent_id}: {incomplete} of {settings} settings lack successes "
+                f"({', '.join(first)}{more}){stopped}"
             )
 
 
+def _status_line(board: SuiteBoard) -> str:
+    """Final or provisional, in one line: k of n settings, and whom the ranking is among."""
+    settings = f"{board.settings_complete} of {board.settings_expected} settings complete"
+    if not board.provisional:
+        return f"final: {settings} ({board.counted_successes} successes each)"
+    return (
+        f"[yellow]provisional: {settings} ({board.counted_successes} successes each); ranked "
+        f"among the {board.agents_ranked} of {board.agents_expected} agents complete in all "
+        "their settings: ranks and scores may still change[/]"
+    )
+
+
 def _ranking_table(board: SuiteBoard) -> Table:
+    provisional = " · provisional" if board.provisional else ""
     table = Table(
-        title=f"tmlbench leaderboard: {board.title} ({board.suite_id})", title_justify="left"
+        title=f"tmlbench leaderboard: {board.title} ({board.suite_id}){provisional}",
+        title_justify="left",
     )
     for column in (
         "rank",
@@ -198,10 +253,12 @@ def _ranking_table(board: SuiteBoard) -> Table:
         "largest budget",
         "mean rank ± sd",
         "success rate",
+        "provider errors",
         "run-to-run IQR/|median|",
     ):
         table.add_column(column, justify="left" if column == "agent" else "right")
-    for rank, agent, best, all_cells, largest, mean_rank, rank_std, rate, rel_iqr in board.ranking:
+    for row in board.ranking:
+        rank, agent, best, all_cells, largest, mean_rank, rank_std, rate, provider, rel_iqr = row
         table.add_row(
             str(rank),
             agent,
@@ -210,6 +267,7 @@ def _ranking_table(board: SuiteBoard) -> Table:
             _fmt(largest),
             f"{_fmt(mean_rank, 2)} ± {_fmt(rank_std, 2)}",
             "-" if rate is None else f"{rate:.0%}",
+            str(provider),
             _fmt(rel_iqr, 4),
         )
     return table

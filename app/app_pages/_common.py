@@ -247,6 +247,21 @@ def filters_note(filters: queries.Filters) -> None:
         st.caption(" · ".join(active))
 
 
+def provisional_note(path: Path, filters: queries.Filters) -> dict:
+    """Warn when the suite is provisional (some setting its file lists still lacks successes):
+    its ranks, scores and P(rank) are among the agents complete so far and may still change.
+    Returns the suite's status row (marts.suite_status), {} when unknown."""
+    status = query("suite_status", path, filters)
+    if status and bool(status["provisional"]):
+        st.warning(
+            f"**Provisional**: {status['settings_complete']} of {status['settings_expected']} "
+            f"settings complete ({status['counted_successes']} successes each). Ranks, scores "
+            f"and P(rank) are among the {status['agents_ranked']} of {status['agents_expected']} "
+            "agents complete in all their settings, and may change as the rest complete."
+        )
+    return status
+
+
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
     # the CSV is made when the button is clicked, not on every render
     st.download_button(

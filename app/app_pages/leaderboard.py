@@ -9,6 +9,7 @@ from app.app_pages._common import (
     download,
     filters_note,
     footer,
+    provisional_note,
     query,
     snapshot_or_stop,
 )
@@ -50,9 +51,11 @@ DETAIL_COLUMNS = [
     "score_high",
     "mean_rank",
     "rank_std",
+    "suite_coverage",
 ]
 COVERAGE_HELP = (
-    "k/n: k of the agent's n settings have enough successes to count (✗: some lack them)."
+    "k/n: k of the agent's n settings have enough successes to count (✗: some lack them). "
+    "Whether the whole suite is complete is said above the table (provisional: k of n settings)."
 )
 CONTAMINATION_HELP = (
     "⚠ the tasks whose start date is on or before the model's knowledge cutoff (the agent may "
@@ -73,12 +76,16 @@ COLUMNS = {
         "95% interval", help="Bootstrap 95% interval of the primary score."
     ),
     "p_rank_1": st.column_config.NumberColumn(
-        "P(rank 1)", format="percent", help="Share of the bootstrap replicates that rank it first."
+        "P(rank 1)",
+        format="percent",
+        help="Share of the bootstrap replicates that rank it first, among the ranked agents "
+        "(in a provisional suite, only those complete so far: the others may still place anywhere).",
     ),
     "success_rate": st.column_config.NumberColumn(
         "success",
         format="percent",
-        help="Success rate: successes / the agent's attempts (harness faults excluded).",
+        help="Success rate: successes / the agent's own attempts (harness and provider faults "
+        "are not the agent's: excluded, shown on the Reliability page).",
     ),
     "mean_rank_sd": st.column_config.TextColumn(
         "mean rank ± sd", help="Mean rank over the tasks ± its sample standard deviation."
@@ -91,6 +98,7 @@ COLUMNS = {
     "n_cells": st.column_config.NumberColumn("cells"),
     "score_low": st.column_config.NumberColumn("95% low", format="%.3f"),
     "score_high": st.column_config.NumberColumn("95% high", format="%.3f"),
+    "suite_coverage": st.column_config.TextColumn("suite settings complete"),
 }
 
 
@@ -135,6 +143,7 @@ st.title("Leaderboard")
 path = snapshot_or_stop()
 filters = current_filters(path)
 filters_note(filters)
+status = provisional_note(path, filters)
 
 variant = st.selectbox(
     "Variant", list(VARIANT_LABELS), format_func=VARIANT_LABELS.get, key="variant"
@@ -142,10 +151,15 @@ variant = st.selectbox(
 board = query("leaderboard", path, variant, filters)
 
 if board.empty:
+    progress = (
+        f" ({status['settings_complete']} of {status['settings_expected']} settings complete)"
+        if status
+        else ""
+    )
     st.warning(
         "No agent is ranked yet (or none matches the filters): an agent is ranked once it has "
-        "enough successes in every task × budget setting. See the coverage below, then "
-        "`make run` again."
+        f"enough successes in every setting the suite lists{progress}. See the coverage below, "
+        "then `make run` again."
     )
 else:
     primary = variant == "best_budget"  # the bootstrap is of the primary score only
@@ -174,24 +188,39 @@ else:
 
 coverage = query("coverage", path, filters)
 unranked = int((~coverage["is_ranked"].astype(bool)).sum())
-label = f"Coverage: {len(coverage) - unranked} of {len(coverage)} agents with runs are ranked"
+label = f"Coverage: {len(coverage) - unranked} of {len(coverage)} agents are ranked"
+if status:
+    label += f" · {status['settings_complete']} of {status['settings_expected']} settings complete"
+    label += " (provisional)" if bool(status["provisional"]) else ""
 # open from the start when some agent is not ranked: that is news
 with st.expander(
     label, expanded=unranked > 0, key="leaderboard_coverage", on_change="rerun"
 ) as covered:
     if covered.open:
-        st.caption("Only agents with enough successes in every setting are ranked.")
+        st.caption(
+            "Only agents with enough successes in every setting the suite lists are ranked; "
+            "settings never run count as missing."
+        )
         st.dataframe(coverage, hide_index=True, width="stretch")
         download(coverage, "coverage")
 
 stopped = query("stopped_settings", path, filters)
 if not stopped.empty:
+    counts = " and ".join(
+        f"{n} setting(s) stopped at the {kind}-error ceiling"
+        for kind, n in (
+            ("harness", int(stopped["stopped_at_harness_error_ceiling"].sum())),
+            ("provider", int(stopped["stopped_at_provider_error_ceiling"].sum())),
+        )
+        if n
+    )
     st.warning(
-        f"⛔ {len(stopped)} setting(s) stopped at the harness-error ceiling: their harness faults "
-        "(never the agent's) reached the suite's `harness_error_ceiling`, so they get no more "
-        "attempts and lack successes. See their `harness_error` attempts in the Run explorer (the "
-        "error message; `harness_error.txt` in the run folder has the traceback); once the fault "
-        "is fixed, raise `harness_error_ceiling` in the suite file and run the suite again."
+        f"⛔ {counts}: their harness faults reached the suite's `harness_error_ceiling`, or their "
+        "provider faults its `provider_error_ceiling` (neither is the agent's), so they get no "
+        "more attempts and lack successes. See their `harness_error` / `provider_error` attempts "
+        "in the Run explorer (the error message; `harness_error.txt` in the run folder has the "
+        "traceback, the record's `provider_fault_evidence` the provider's failures); once the "
+        "cause is fixed, raise the ceiling in the suite file and run the suite again."
     )
     st.dataframe(stopped, hide_index=True, width="stretch")
     download(stopped, "stopped_settings")

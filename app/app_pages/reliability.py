@@ -28,13 +28,19 @@ chart = (
         x=alt.X("attempts:Q", stack="normalize", title="share of attempts"),
         y=alt.Y("agent_id:N", title=None),
         color=alt.Color("status:N"),
-        tooltip=["agent_id", "status", "attempts"],
+        tooltip=["agent_id", "status", "attributed_to", "attempts"],
     )
 )
 st.altair_chart(chart, width="stretch")
 download(counts, "status_counts")
 
 rates = query("success_rates", path, filters)
+st.caption(
+    "Success rate = successes / the agent's own attempts. Harness errors (the harness's faults) "
+    "and provider errors (attempts ended by the model provider's unrecovered faults: 429, 5xx, "
+    "in-stream errors, streams the provider cut, seen by the gateway) are not the agent's: they "
+    "are counted apart from its failures, re-run, and stay out of the rate."
+)
 st.dataframe(
     rates,
     hide_index=True,
@@ -45,6 +51,40 @@ st.dataframe(
     },
 )
 download(rates, "success_rates")
+
+st.subheader("Provider faults (not the agent's)")
+st.caption(
+    "Per agent: attempts that ended as provider_error (re-run under the suite's "
+    "`provider_error_ceiling`), and every fault the gateway saw from the provider over all its "
+    "attempts, including those the agent recovered from. Calls the gateway refused because the "
+    "agent exceeded its own request rate (rate_limited) are the agent's doing, not faults."
+)
+faults = rates[["agent_id", "agent_failures", "provider_errors", "provider_faults"]].melt(
+    id_vars="agent_id", var_name="count", value_name="n"
+)
+faults = faults.dropna(subset=["n"])
+if faults.empty or not faults.loc[faults["count"] != "agent_failures", "n"].any():
+    st.info("No provider fault recorded for these agents.")
+else:
+    st.altair_chart(
+        alt.Chart(faults)
+        .mark_bar()
+        .encode(
+            x=alt.X("n:Q", title="attempts or faults"),
+            y=alt.Y("agent_id:N", title=None),
+            yOffset="count:N",
+            color=alt.Color(
+                "count:N",
+                title=None,
+                scale=alt.Scale(
+                    domain=["agent_failures", "provider_errors", "provider_faults"],
+                    range=["#9e9e9e", "#d62728", "#ff9896"],
+                ),
+            ),
+            tooltip=["agent_id", "count", "n"],
+        ),
+        width="stretch",
+    )
 
 st.subheader("Run-to-run stability")
 st.caption(

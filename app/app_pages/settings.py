@@ -47,6 +47,13 @@ if one["stopped_at_harness_error_ceiling"].any():
         "`harness_errors`): the harness failed that often, so the setting gets no more attempts "
         "until the suite's `harness_error_ceiling` is raised (see the Leaderboard page)."
     )
+if one["stopped_at_provider_error_ceiling"].any():
+    n = int(one["stopped_at_provider_error_ceiling"].sum())
+    st.warning(
+        f"⛔ {n} setting(s) of this task stopped at the provider-error ceiling (column "
+        "`provider_errors`): the model provider failed that often (not the agent's doing), so the "
+        "setting gets no more attempts until the suite's `provider_error_ceiling` is raised."
+    )
 st.dataframe(one, hide_index=True, width="stretch")
 download(scores, "setting_scores", "Download all settings (CSV)")
 

@@ -10,6 +10,7 @@ from app.app_pages._common import (
     download,
     filters_note,
     footer,
+    provisional_note,
     query,
     snapshot_or_stop,
 )
@@ -18,6 +19,7 @@ st.title("Time scaling")
 path = snapshot_or_stop()
 filters = current_filters(path)
 filters_note(filters)
+provisional_note(path, filters)
 
 scaling = query("time_scaling", path, filters)
 if scaling.empty:

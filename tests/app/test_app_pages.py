@@ -292,8 +292,14 @@ def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):
 
 def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/reliability.py", app_snapshot, monkeypatch)
-    assert len(_charts(at)) == 3  # status, stability, performance vs stability
+    assert len(_charts(at)) == 4  # status, provider faults, stability, performance vs stability
     assert "Performance vs. stability" in [h.value for h in at.subheader]
+    # alpha's two provider_error attempts are the provider's: apart, not in its success rate
+    assert "Provider faults (not the agent's)" in [h.value for h in at.subheader]
+    (rates,) = _frames(at, "provider_errors")
+    alpha = rates.set_index("agent_id").loc["alpha"]
+    assert (alpha["provider_errors"], alpha["agent_failures"], alpha["success_rate"]) == (2, 0, 1.0)
+    assert alpha["provider_faults"] == 2 * 2 + 1  # the success's recovered fault too
     at = _run("app_pages/time_scaling.py", app_snapshot, monkeypatch)
     monotone = at.dataframe[1].value.set_index("agent_id")
     assert monotone.loc["alpha", "monotone"] == "3 / 3"
@@ -310,6 +316,9 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     assert coverage.loc["gamma", "badge"].endswith("⛔ 1 stopped at the harness-error ceiling")
     assert coverage.loc["gamma", "harness_errors"] == 3
     warning = " ".join(str(w.value) for w in at.warning)
+    # gamma never completes: the suite is provisional, and says so above the table
+    assert "**Provisional**: 12 of 18 settings complete" in warning
+    assert "among the 2 of 3 agents complete" in warning
     assert "1 setting(s) stopped at the harness-error ceiling" in warning
     assert "harness_error_ceiling" in warning and "Run explorer" in warning
     (stopped,) = _frames(at, "harness_error_ceiling")

@@ -75,8 +75,13 @@ def test_leaderboard_ranks_covered_agents_with_success_rate(con):
     assert board.loc[0, "score"] == pytest.approx(2 / 3)
     assert board.loc[1, "score"] == pytest.approx(1 / 3)
     rates = board.set_index("agent_id")["success_rate"]
-    assert rates["alpha"] == pytest.approx(1.0)
+    assert rates["alpha"] == pytest.approx(1.0)  # its 2 provider errors are not its own
     assert rates["beta"] == pytest.approx(30 / 31)
+    # gamma is incomplete: the demo suite is provisional, and every row says so
+    assert board["provisional"].all()
+    assert set(board["suite_coverage"]) == {"⚠ provisional: 12 of 18 settings"}
+    assert queries.suite_status(con, DEMO)["provisional"]
+    assert not queries.suite_status(con, queries.Filters(suite="nope"))
     assert board[["score_low", "score_high", "p_rank_1"]].notna().all().all()
     assert board.loc[0, "mean_rank_sd"] == "1.33 ± 0.58"
     for variant in ("all_cells", "largest_budget"):
@@ -203,7 +208,7 @@ def test_filter_options(con):
     assert options["tasks"] == sorted(TASKS) and options["budgets"] == list(BUDGETS)
     # the run explorer's status filter: the statuses that occur, in the taxonomy's order
     assert options["statuses"] == [
-        "success", "no_submission", "timeout", "runtime_error", "harness_error"
+        "success", "no_submission", "timeout", "runtime_error", "provider_error", "harness_error"
     ]  # fmt: skip
     assert (options["first_day"], options["last_day"]) == (T0.date(), LATE_DAY)
 

@@ -47,13 +47,18 @@ PUBLIC_MARTS = {
     "time_scaling_monotone": ["agent_id", "curves", "monotone_curves", "share_monotone"],
     "coverage": [
         "agent_id", "task_id", "budget_seconds", "successes", "missing", "n_harness_error",
-        "harness_error_ceiling", "harness_error_ceiling_reached",
+        "harness_error_ceiling", "harness_error_ceiling_reached", "counted_successes",
+        "n_provider_error", "provider_error_ceiling", "provider_error_ceiling_reached",
     ],
     "contamination_flags": [
         "agent_id", "task_id", "knowledge_cutoff", "task_start_date", "contaminated",
     ],
     "leaderboard_uncertainty": ["agent_id", "score_low", "score_high", "p_rank_1"],
-    "leaderboard_rank_probabilities": ["agent_id", "rank", "probability"],
+    "leaderboard_rank_probabilities": ["agent_id", "rank", "probability", "provisional"],
+    "suite_status": [
+        "counted_successes", "settings_expected", "settings_complete", "agents_expected",
+        "agents_ranked", "provisional",
+    ],
     "duplicate_submissions": [
         "task_id", "submission_normalized_sha256", "n_attempts", "n_agents", "within_setting",
         "within_setting_counted", "across_agents", "agent_ids", "run_ids",
@@ -117,6 +122,8 @@ def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path
     records.append(run_record("a", "t1", 60, 9, status="timeout"))
     records.append(run_record("b", "t2", 60, 3, score=4.0, direction="minimize"))
     insert_runs(path, records)
+    with duckdb.connect(str(path)) as con:  # the suite file lists t2 for a too (never run)
+        con.execute("insert into raw.suite_settings values ('test', 'a', 't2', 60)")
     insert_tasks(path, {"t1": ("maximize", dt.date(2025, 6, 1))})
     insert_agents(path, {"a": dt.date(2025, 6, 1), "b": None})
 
@@ -137,9 +144,11 @@ def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path
     assert bool(flags.loc["a", "contaminated"]) is True
     assert pd.isna(flags.loc["b", "contaminated"])
 
-    # drop the lone t2 attempt: both agents are covered and ranked
+    assert read_mart(path, "suite_status")["provisional"].tolist() == [True]
+    # drop t2 from the suite file and its lone attempt: both agents are covered and ranked
     with duckdb.connect(str(path)) as con:
         con.execute("delete from raw.runs where task_id = 't2'")
+        con.execute("delete from raw.suite_settings where task_id = 't2'")
     build_marts(path, artifacts_dir=artifacts)
     board = read_mart(path, "leaderboard")
     assert len(board) == 6
@@ -147,6 +156,7 @@ def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path
     assert best.loc["b", "rank"] == 1 and best.loc["b", "score"] == pytest.approx(1.0)
     uncertainty = read_mart(path, "leaderboard_uncertainty").set_index("agent_id")
     assert uncertainty.loc["b", "p_rank_1"] == pytest.approx(1.0)
+    assert not uncertainty["provisional"].any()
 
 
 def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
@@ -401,6 +411,46 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
     assert cell.loc[("absurd", "b", "rmse"), "points_paper"] == 1.0  # flattened: b ties a
     assert cell.loc[("absurd", "z", "rmse"), "points"] == 0.0
     assert cell.loc[("absurd", "z", "rmse"), "below_trivial"]
+
+
+def test_a_suite_with_three_attempts_ranks_its_agents_and_a_partial_one_is_provisional(
+    tmp_path: Path, artifacts: Path
+):
+    """Suite three's file says `attempts: 3`: agents with 3 successes in every setting are ranked
+    (with the paper's 5 none would be). Suite part lists 2 agents × 2 tasks and ran one setting
+    to the end (as tml-v1 with 1 of 36): nobody is ranked (no P(rank 1) = 100 %), the suite is
+    provisional, 1 of 4 settings, and coverage lists the 3 never run."""
+    path = tmp_path / "w.duckdb"
+    three = [
+        run_record(agent, task, 60, minute, score=0.5 + edge + minute / 100, suite_id="three")
+        for agent, edge in (("x", 0.1), ("y", 0.0))
+        for task in ("t1", "t2")
+        for minute in range(3)
+    ]
+    part = [run_record("x", "t1", 60, minute, score=0.7, suite_id="part") for minute in range(5)]
+    insert_runs(path, three + part)
+    insert_suites(path, {"three": 3, "part": 3}, attempts={"three": 3, "part": 5})
+    with duckdb.connect(str(path)) as con:  # part's file lists what it never ran
+        con.execute(
+            "insert or ignore into raw.suite_settings select 'part', agent, task, 60 "
+            "from (values ('x'), ('y')) as a(agent), (values ('t1'), ('t2')) as t(task)"
+        )
+    build_marts(path, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=artifacts)
+
+    board = read_mart(path, "leaderboard").query("variant == 'best_budget'")
+    assert board.set_index("agent_id").query("suite_id == 'three'")["rank"].to_dict() == {
+        "x": 1, "y": 2
+    }  # fmt: skip
+    assert board.query("suite_id == 'part'").empty
+    for mart in ("leaderboard_uncertainty", "leaderboard_rank_probabilities"):
+        assert read_mart(path, mart).query("suite_id == 'part'").empty
+    status = read_mart(path, "suite_status").set_index("suite_id")
+    assert status.loc["three", ["counted_successes", "provisional"]].tolist() == [3, False]
+    part_status = status.loc["part"]
+    assert part_status["provisional"] and part_status["counted_successes"] == 5
+    assert (part_status["settings_complete"], part_status["settings_expected"]) == (1, 4)
+    coverage = read_mart(path, "coverage").query("suite_id == 'part'")
+    assert sorted(coverage.loc[coverage["attempts"] == 0, "agent_id"]) == ["x", "y", "y"]
 
 
 # --- the project's layout (no build) --------------------------------------------------------

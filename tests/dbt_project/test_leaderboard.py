@@ -173,3 +173,28 @@ def test_agents_worse_than_trivial_move_no_other_agents_points(trivial, above, b
     worse = points([trivial + m for m in above] + [trivial - m for m in below])
     assert worse["points"].loc[alone.index].tolist() == alone["points"].tolist()
     assert (worse["points"].drop(alone.index) == 0.0).all()
+
+
+def test_provider_faults_are_not_the_agents_attempts():
+    records = [
+        rec("a", "t", 60, 0, score=0.9),
+        rec("a", "t", 60, 1, status="timeout"),
+        rec("a", "t", 60, 2, status="provider_error"),
+        rec("a", "t", 60, 3, status="harness_error"),
+    ]
+    rates = compute_leaderboard(records, n=1).success.set_index("agent_id")
+    assert rates.loc["a", "attempts"] == 4 and rates.loc["a", "agent_attempts"] == 2
+    assert rates.loc["a", "success_rate"] == pytest.approx(0.5)  # not 1/4, not 1/3
+    assert rates.loc["a", "n_provider_error"] == 1
+
+
+def test_a_partial_suite_file_is_provisional_and_ranks_no_incomplete_agent():
+    """tml-v1 run 1 setting of 36: the settings seen would make baseline-constant rank 1 with
+    "1/1"; the suite file's settings leave it unranked, the suite provisional (1 of 4 here)."""
+    records = [rec("const", "t", 60, i, score=0.5) for i in range(2)]
+    suite = [(agent, "t", budget) for agent in ("const", "gbm") for budget in (60, 600)]
+    board = compute_leaderboard(records, n=2, suite_settings=suite)
+    assert board.ranking.empty and board.provisional
+    assert (board.settings_complete, board.settings_expected) == (1, 4)
+    seen = compute_leaderboard(records, n=2)  # an import's rule: the settings seen
+    assert not seen.provisional and seen.ranking["agent_id"].tolist() == ["const"]

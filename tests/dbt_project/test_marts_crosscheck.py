@@ -5,8 +5,10 @@ status, settings with more than 5 successes and ties in created_at (broken by ru
 uncovered agent (too few successes in one setting, none at all in another, a zero median),
 an agent tied with another in a cell, a cell where all covered agents score the same, and
 trivial scores (TRIVIAL) that put covered agents below the anchor, leave one alone above it,
-are missing (older records) or change midway (re-prepared data) — all in suite "main". Suite "side" shares agents and tasks with it (earlier attempts, other
-scores, an agent of its own, a harness-error ceiling of its own) and suite "removed" has no
+are missing (older records) or change midway (re-prepared data) — all in suite "main", whose
+file also lists a setting nobody ran (so main is provisional). Suite "side" shares agents and
+tasks with it (earlier attempts, other scores, an agent of its own, fault ceilings of its own
+and its own N: `attempts: 3`) and suite "removed" has no
 suite file (so it counts nothing; its runs stay in raw.runs): the reference computes every suite alone (ARCHITECTURE.md: a suite's marts never
 include another suite's runs), from the (suite, run) pairs of int_setting_runs (which runs a
 suite counts is that model's rule, tested beside it). dbt runs once for the module; the
@@ -49,7 +51,7 @@ from warehouse.marts import DBT_PROJECT_DIR, build_marts
 
 TOL = 1e-9
 PROJECT_VARS = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())["vars"]
-N = PROJECT_VARS["counted_successes"]
+N = PROJECT_VARS["counted_successes"]  # the paper's N: the records' generator aims at it
 REPLICATES = PROJECT_VARS["bootstrap_replicates"]
 SEED = PROJECT_VARS["bootstrap_seed"]
 ROUND = PROJECT_VARS["rank_round_digits"]
@@ -81,6 +83,9 @@ SUITES = {"main": 3, "side": 2, "unused": 1}  # raw.suites: suite_id → harness
 # below it at 60 s, and the first attempt of each auc setting lacks one (an older record), and
 # the auc/900 cell was re-prepared midway (0.635 from position 4 on: the latest counted wins).
 TRIVIAL = {"main": {"auc": 0.63, "rmse": 1.32}, "side": {"auc": 0.58}}
+ATTEMPTS = {"main": N, "side": 3, "unused": N}  # raw.suites: suite_id → attempts, the suite's N
+PROVIDER_CEILINGS = {"main": 2, "side": 3, "unused": 3}  # raw.suites: provider_error_ceiling
+NEVER_RUN = ("epsilon", "acc", 300)  # listed in main's file, never run
 FAILURES = [s for s in STATUSES if s != "success"]
 KEY = ["suite_id", *SETTING]
 
@@ -93,7 +98,7 @@ def make_records() -> list[RunRecord]:
         for task, (direction, budgets, _) in TASKS.items():
             for budget in budgets:
                 setting = (agent, task, budget)
-                if setting == ("epsilon", "acc", 300):
+                if setting == NEVER_RUN:
                     continue  # never ran: missing 5, zero attempts
                 n_success = int(rng.integers(N, N + 4))
                 if setting == ("epsilon", "rmse", 900):
@@ -139,6 +144,8 @@ def make_records() -> list[RunRecord]:
     # every status appears at least once
     records.append(run_record("beta", "auc", 60, 99, status="harness_error", run_id="beta-h"))
     records.append(run_record("beta", "auc", 60, 99, status="provider_error", run_id="beta-p"))
+    # provider faults up to main's provider-error ceiling (2), not the agent's failures
+    records.append(run_record("beta", "auc", 60, 98, status="provider_error", run_id="beta-p2"))
     # harness faults up to a suite's harness-error ceiling (with_suites says which suite)
     for i in range(3):
         records.append(
@@ -221,10 +228,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
     path = root / "warehouse.duckdb"
     records = with_suites(with_costs(make_records()))
     insert_runs(path, records)
-    insert_suites(path, SUITES)
+    insert_suites(path, SUITES, attempts=ATTEMPTS, provider_ceilings=PROVIDER_CEILINGS)
     with duckdb.connect(str(path)) as con:  # suite removed's file is gone; its runs stay
         con.execute("delete from raw.suites where suite_id = 'removed'")
         con.execute("delete from raw.suite_settings where suite_id = 'removed'")
+        con.execute("insert into raw.suite_settings values ('main', ?, ?, ?)", list(NEVER_RUN))
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF})
     build_marts(path, artifacts_dir=root / "dbt")
@@ -253,9 +261,32 @@ def runs(members) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def boards(members) -> dict:
-    """suite → the reference computed on the suite's runs alone."""
-    return {suite: compute_leaderboard(records, n=N) for suite, records in members.items()}
+def suite_settings(built) -> dict[str, list[tuple[str, str, int]]]:
+    """suite → the settings its file lists (raw.suite_settings)."""
+    with duckdb.connect(str(built[0]), read_only=True) as con:
+        rows = con.sql(
+            "select suite_id, agent_id, task_id, budget_seconds from raw.suite_settings"
+        ).fetchall()
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    for suite, *setting in rows:
+        out.setdefault(suite, []).append(tuple(setting))  # type: ignore[arg-type]
+    return out
+
+
+@pytest.fixture(scope="module")
+def boards(members, suite_settings) -> dict:
+    """suite → the reference computed on the suite's runs alone, with its N and its file's
+    settings."""
+    return {
+        suite: compute_leaderboard(records, n=ATTEMPTS[suite], suite_settings=suite_settings[suite])
+        for suite, records in members.items()
+    }
+
+
+def head_n(successes: pd.DataFrame) -> pd.DataFrame:
+    """The first N successes of each setting, N being each suite's; ``successes`` sorted."""
+    rank = successes.groupby(KEY, sort=False).cumcount()
+    return successes[rank < successes["suite_id"].map(ATTEMPTS)]
 
 
 def per_suite(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -332,27 +363,26 @@ def test_setting_scores(built, boards):
     assert_same(read_mart(built[0], "setting_scores"), expected, KEY)
 
 
-def _coverage(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per suite: every agent of its runs × every (task, budget) cell of its runs."""
+def _coverage(runs: pd.DataFrame, suite_settings: dict) -> pd.DataFrame:
+    """Per suite: every setting its file lists, with the suite's N."""
     frames = {}
     for suite, suite_runs in by_suite(runs):
-        cells = suite_runs[["task_id", "budget_seconds"]].drop_duplicates()
-        agents = suite_runs[["agent_id"]].drop_duplicates()
-        expected = agents.merge(cells, how="cross")
+        expected = pd.DataFrame(suite_settings[suite], columns=SETTING)
         counts = suite_runs.groupby(SETTING).agg(
             attempts=("run_id", "size"),
             successes=("status", lambda s: int((s == "success").sum())),
         )
         expected = expected.merge(counts.reset_index(), on=SETTING, how="left").fillna(0)
-        expected["missing"] = (N - expected["successes"]).clip(lower=0)
+        expected["missing"] = (ATTEMPTS[suite] - expected["successes"]).clip(lower=0)
+        expected["counted_successes"] = ATTEMPTS[suite]
         lacking = set(expected.loc[expected["missing"] > 0, "agent_id"])
         expected["agent_is_covered"] = ~expected["agent_id"].isin(lacking)
         frames[suite] = expected
     return per_suite(frames)
 
 
-def test_coverage(built, runs, boards):
-    expected = _coverage(runs)
+def test_coverage(built, runs, boards, suite_settings):
+    expected = _coverage(runs, suite_settings)
     actual = read_mart(built[0], "coverage")
     assert_same(actual, expected, KEY)
     covered = expected[expected["agent_is_covered"]].groupby("suite_id")["agent_id"].agg(set)
@@ -392,7 +422,10 @@ def test_cell_trivial_scores(built, members):
     """The anchor: the latest counted attempt's trivial score (higher-is-better) per cell; the
     re-prepared cell main auc/900 has two values and the warn-level data test names it."""
     expected = per_suite(
-        {suite: cell_anchors(records_frame(records), N) for suite, records in members.items()}
+        {
+            suite: cell_anchors(records_frame(records), ATTEMPTS.get(suite, N))
+            for suite, records in members.items()
+        }
     )
     with duckdb.connect(str(built[0]), read_only=True) as con:
         actual = con.sql("select * from int_cell_trivial_scores").df()
@@ -473,7 +506,9 @@ def test_success_rates(built, runs):
     )
     per_setting.columns = [f"n_{c}" for c in per_setting.columns]
     per_setting["attempts"] = per_setting.sum(axis=1)
-    per_setting["agent_attempts"] = per_setting["attempts"] - per_setting["n_harness_error"]
+    per_setting["agent_attempts"] = (
+        per_setting["attempts"] - per_setting["n_harness_error"] - per_setting["n_provider_error"]
+    )
     per_setting["successes"] = per_setting["n_success"]
     own = per_setting["agent_attempts"].replace(0, np.nan)
     per_setting["success_rate"] = per_setting["successes"] / own
@@ -481,18 +516,22 @@ def test_success_rates(built, runs):
 
 
 def _harness_errors(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per setting: harness_error attempts, its suite's ceiling (NaN: the suite is not loaded)
-    and whether the count reached it."""
-    frame = runs.assign(harness_error=runs["status"] == "harness_error")
-    out = frame.groupby(KEY)["harness_error"].sum().rename("n_harness_error").reset_index()
-    out["harness_error_ceiling"] = out["suite_id"].map(SUITES)  # unknown suites → NaN
-    out["harness_error_ceiling_reached"] = (
-        out["n_harness_error"] >= out["harness_error_ceiling"]
-    )  # NaN → False
+    """Per setting: harness_error and provider_error attempts, its suite's ceilings (NaN: the
+    suite is not loaded) and whether the counts reached them."""
+    frame = runs.assign(
+        harness_error=runs["status"] == "harness_error",
+        provider_error=runs["status"] == "provider_error",
+    )
+    out = frame.groupby(KEY)[["harness_error", "provider_error"]].sum()
+    out = out.rename(columns=lambda c: f"n_{c}").reset_index()
+    for fault, ceilings in (("harness", SUITES), ("provider", PROVIDER_CEILINGS)):
+        ceiling = out["suite_id"].map(ceilings)  # unknown suites → NaN
+        out[f"{fault}_error_ceiling"] = ceiling
+        out[f"{fault}_error_ceiling_reached"] = out[f"n_{fault}_error"] >= ceiling  # NaN → False
     return out
 
 
-def test_harness_error_ceiling(built, runs):
+def test_fault_ceilings(built, runs, suite_settings):
     expected = _harness_errors(runs)
     rates = read_mart(built[0], "setting_success_rates")
     assert_same(rates, expected, KEY)
@@ -504,16 +543,23 @@ def test_harness_error_ceiling(built, runs):
     assert side_beta["n_harness_error"] == 2 and side_beta["harness_error_ceiling_reached"]
     reached = by_setting["harness_error_ceiling_reached"]
     assert reached.any() and not reached.all()
+    # the provider's faults have a ceiling of their own: main's 2, reached by beta's
+    main_beta = by_setting.loc[("main", "beta", "auc", 60)]
+    assert main_beta["n_provider_error"] >= 2 and main_beta["provider_error_ceiling_reached"]
+    assert not main_beta["harness_error_ceiling_reached"]
 
     # coverage: every expected setting, a never-run one with no faults; its ceiling is its suite's
-    coverage = _coverage(runs).merge(
-        expected.drop(columns="harness_error_ceiling"), on=KEY, how="left"
+    coverage = _coverage(runs, suite_settings).merge(
+        expected.drop(columns=["harness_error_ceiling", "provider_error_ceiling"]),
+        on=KEY,
+        how="left",
     )
-    coverage["harness_error_ceiling"] = (
-        coverage["suite_id"].map(SUITES).where(coverage["attempts"] > 0)
-    )
-    coverage["n_harness_error"] = coverage["n_harness_error"].fillna(0)
-    coverage["harness_error_ceiling_reached"] = coverage["harness_error_ceiling_reached"].eq(True)
+    for fault, ceilings in (("harness", SUITES), ("provider", PROVIDER_CEILINGS)):
+        ceiling = coverage["suite_id"].map(ceilings).where(coverage["attempts"] > 0)
+        coverage[f"{fault}_error_ceiling"] = ceiling
+        coverage[f"n_{fault}_error"] = coverage[f"n_{fault}_error"].fillna(0)
+        reached = coverage[f"{fault}_error_ceiling_reached"].eq(True)
+        coverage[f"{fault}_error_ceiling_reached"] = reached
     actual = read_mart(built[0], "coverage")
     assert_same(actual, coverage, KEY)
     never = actual.set_index(KEY).loc[("main", "epsilon", "acc", 300)]
@@ -613,7 +659,7 @@ def _cost_aggregates(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     runs = runs.copy()
     runs["success"] = runs["status"] == "success"
     ok = runs[runs["success"]].sort_values(["created_at", "run_id"])
-    counted = ok.groupby(KEY, sort=False).head(N)
+    counted = head_n(ok)
     known = runs[runs["cost_usd"].notna()]
 
     def agg(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
@@ -691,7 +737,7 @@ def test_agent_costs(built, runs, boards):
 
 def test_counted_attempts(built, runs):
     ok = runs[runs["status"] == "success"].sort_values(["created_at", "run_id"])
-    expected = ok.groupby(KEY, sort=False).head(N).copy()
+    expected = head_n(ok).copy()
     expected["success_index"] = expected.groupby(KEY).cumcount() + 1
     columns = ["suite_id", "run_id", *SETTING, "success_index", "score", "score_hib", "cost_usd"]
     actual = read_mart(built[0], "counted_attempts")
@@ -719,12 +765,12 @@ def setting_key(agent: str, task: str, budget: int) -> int:
     return int(hashlib.md5(f"{agent}/{task}/{budget}".encode()).hexdigest()[:8], 16)
 
 
-def bootstrap_scores(runs: pd.DataFrame, covered: set[str]) -> pd.DataFrame:
+def bootstrap_scores(runs: pd.DataFrame, covered: set[str], n: int) -> pd.DataFrame:
     """One suite's replicates: its covered settings resampled with the same hash chain (the
     setting key is agent/task/budget, without the suite), then the primary points (anchored at
     the cells' trivial scores, which come from every agent's counted attempts)."""
-    anchors = cell_anchors(runs, N)
-    counted = counted_attempts(runs[runs["agent_id"].isin(covered)], N)
+    anchors = cell_anchors(runs, n)
+    counted = counted_attempts(runs[runs["agent_id"].isin(covered)], n)
     counted = counted.sort_values([*SETTING, "created_at", "run_id"])
     settings = counted.groupby(SETTING)["score_hib"].apply(list).sort_index()
     keys = np.array([setting_key(*s) for s in settings.index], dtype=np.uint64)
@@ -763,7 +809,7 @@ def bootstrap_scores(runs: pd.DataFrame, covered: set[str]) -> pd.DataFrame:
 def replicates(runs) -> pd.DataFrame:
     return per_suite(
         {
-            suite: bootstrap_scores(suite_runs, COVERED[suite])
+            suite: bootstrap_scores(suite_runs, COVERED[suite], ATTEMPTS[suite])
             for suite, suite_runs in by_suite(runs)
             if COVERED[suite]
         }
@@ -821,6 +867,7 @@ def test_bootstrap_is_deterministic(built, tmp_path: Path, replicates):
     """A second build of the same records (fresh file, only the bootstrap's lineage) agrees."""
     path = tmp_path / "again.duckdb"
     insert_runs(path, built[1])
+    insert_suites(path, SUITES, attempts=ATTEMPTS, provider_ceilings=PROVIDER_CEILINGS)
     build_marts(path, select="+leaderboard_uncertainty", artifacts_dir=tmp_path / "dbt")
     order = ["suite_id", "agent_id"]
     first = read_mart(built[0], "leaderboard_uncertainty").sort_values(order)
@@ -828,3 +875,39 @@ def test_bootstrap_is_deterministic(built, tmp_path: Path, replicates):
     cols = ["score_low", "score_high", "p_rank_1"]
     assert first[order].values.tolist() == second[order].values.tolist()
     assert np.allclose(first[cols], second[cols], rtol=0, atol=TOL)
+
+
+def test_each_suite_counts_its_own_n(built):
+    """side's file says `attempts: 3`: its settings count 3 successes and its agents are ranked
+    with 3 (the paper's 5 would count more); main's count 5."""
+    counted = read_mart(built[0], "counted_attempts")
+    most = counted.groupby("suite_id")["success_index"].max().to_dict()
+    assert most == {"main": N, "side": 3}
+    scores = read_mart(built[0], "setting_scores").groupby("suite_id")["n_counted"].max()
+    assert scores["side"] == 3
+    ranked = read_mart(built[0], "leaderboard").groupby("suite_id")["agent_id"].agg(set)
+    assert ranked["side"] == COVERED["side"]
+
+
+def test_suite_status(built, boards):
+    """main lists a setting nobody ran (and epsilon lacks successes): provisional; side is
+    complete; unused lists nothing. The rank probabilities and intervals say so."""
+    status = read_mart(built[0], "suite_status").set_index("suite_id")
+    for suite, board in boards.items():
+        row = status.loc[suite]
+        assert (row["settings_complete"], row["settings_expected"]) == (
+            board.settings_complete,
+            board.settings_expected,
+        )
+        assert row["provisional"] == board.provisional
+        assert row["counted_successes"] == ATTEMPTS[suite]
+        assert row["agents_ranked"] == len(COVERED[suite])
+    assert status.loc["main", "provisional"] and not status.loc["side", "provisional"]
+    assert status.loc["main", "agents_expected"] - status.loc["main", "agents_ranked"] == 1
+    assert (
+        not status.loc["unused", "provisional"] and status.loc["unused", "settings_expected"] == 0
+    )
+    for mart in ("leaderboard_uncertainty", "leaderboard_rank_probabilities"):
+        rows = read_mart(built[0], mart)
+        flags = rows.groupby("suite_id")[["provisional", "unranked_agents"]].max()
+        assert flags.loc["main"].tolist() == [True, 1] and flags.loc["side"].tolist() == [False, 0]

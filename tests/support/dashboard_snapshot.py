@@ -7,6 +7,8 @@ import datetime as dt
 import hashlib
 from pathlib import Path
 
+import duckdb
+
 from runner.records import write_record
 from tests.support.dbt_warehouse import (
     count_every_setting,
@@ -84,6 +86,16 @@ def snapshot_records():
     records.append(
         make_record("gamma", "t1", 60, 3 * 24 * 60, status="no_submission", suite_id="demo")
     )
+    # alpha's t3 at 600 s: two attempts ended by the provider's faults (not alpha's: its success
+    # rate stays 1) and faults it recovered from on a success
+    for minute in (20, 21):
+        records.append(
+            make_record(
+                "alpha", "t3", 600, minute, status="provider_error", suite_id="demo",
+                provider_faults=2, provider_fault_evidence=["call 3: HTTP 429 without Retry-After"],
+            )
+        )  # fmt: skip
+    records[0] = records[0].model_copy(update={"provider_faults": 1, "interrupted_calls": 1})
     # gamma's t2 at 600 s: three harness faults, its suite's ceiling: stopped there
     for minute in (10, 11, 12):
         records.append(
@@ -120,6 +132,13 @@ def build_snapshot(root: Path) -> Path:
     insert_agents(warehouse, CUTOFFS)
     insert_suites(warehouse, SUITES)
     count_every_setting(warehouse)
+    with duckdb.connect(str(warehouse)) as con:  # demo's file lists every agent × task × budget
+        con.execute(
+            "insert or ignore into raw.suite_settings select 'demo', agent_id, task_id, budget "
+            "from (select distinct agent_id from raw.runs where run_space = 'demo'), "
+            "unnest(?::varchar[]) as t(task_id), unnest(?::integer[]) as b(budget)",
+            [list(TASKS), list(BUDGETS)],
+        )
     build_marts(warehouse, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=root / "dbt")
     snapshot = root / "warehouse.snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)

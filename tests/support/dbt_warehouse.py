@@ -60,6 +60,7 @@ def declare_suite(
     con.execute(
         "insert into raw.suites by name select $suite as suite_id, $suite as title, "
         "5 as attempts, 10 as attempt_ceiling, 3 as harness_error_ceiling, "
+        "3 as provider_error_ceiling, "
         "$folder as runs_subdir, 'x' as spec_sha256, now() as loaded_at "
         "where $suite not in (select suite_id from raw.suites)",
         {"suite": suite_id, "folder": runs_subdir},
@@ -106,15 +107,24 @@ def insert_agents(path: Path, cutoffs: dict[str, dt.date | None]) -> None:
     _insert(path, "agents", rows)
 
 
-def insert_suites(path: Path, ceilings: dict[str, int]) -> None:
-    """suites: suite_id → harness_error_ceiling (as the loader writes raw.suites)."""
+def insert_suites(
+    path: Path,
+    ceilings: dict[str, int],
+    attempts: dict[str, int] | None = None,
+    provider_ceilings: dict[str, int] | None = None,
+) -> None:
+    """suites: suite_id → harness_error_ceiling (as the loader writes raw.suites); ``attempts``
+    (N, default 5) and ``provider_ceilings`` (provider_error_ceiling, default 3) per suite."""
+    attempts = attempts or {}
+    provider_ceilings = provider_ceilings or {}
     rows = [
         {
             "suite_id": suite_id,
             "title": suite_id,
-            "attempts": 5,
-            "attempt_ceiling": 10,
+            "attempts": attempts.get(suite_id, 5),
+            "attempt_ceiling": 2 * attempts.get(suite_id, 5),
             "harness_error_ceiling": ceiling,
+            "provider_error_ceiling": provider_ceilings.get(suite_id, 3),
             "runs_subdir": suite_id,
             "spec_sha256": "x",
             "loaded_at": T0,

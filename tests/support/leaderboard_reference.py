@@ -4,13 +4,19 @@ The marts (dbt_project/) are the one home of the rules; everything tmlbench show
 This independent recomputation exists only so the tests can cross-check the marts
 (tests/dbt_project/test_marts_crosscheck.py) and pin each rule on hand-made records
 (tests/dbt_project/test_leaderboard.py). Rules (ARCHITECTURE.md, "Benchmark rules"):
-- a setting (agent, task, budget) scores the median of its first N successes by created_at, run_id;
-- an agent is ranked only with ≥ N successes in every setting of the suite;
+- a setting (agent, task, budget) scores the median of its first N successes by created_at, run_id,
+  N being the suite's (its file's `attempts`; the paper's 5 for an import);
+- the expected settings are the suite file's (an import's: every agent seen × every cell seen);
+  an agent is ranked only with ≥ N successes in every setting the suite expects of it, and the
+  suite is provisional while any expected setting lacks successes (k of n settings complete);
+- success rate: successes ÷ the agent's own attempts: harness_error and provider_error are not
+  the agent's;
 - per (task, budget) cell, the primary points are anchored at the trivial prediction's score (the
   records' trivial_score, higher-is-better, of the latest counted attempt that carries one): a
   ranked agent whose higher-is-better median is below it (beyond a relative tolerance) gets 0,
-  those at or above it are min-max scaled among themselves (best 1, worst 0, all equal 0.5); a cell without one, and the paper's
-  points everywhere (points_paper), min-max scale over every ranked agent;
+  those at or above it are min-max scaled among themselves (best 1, worst 0, all equal 0.5); a
+  cell without one, and the paper's points everywhere (points_paper), min-max scale over every
+  ranked agent;
 - primary score: per task the best budget's points, then the mean over tasks (the same on the
   paper's points: the *_paper variants).
 """
@@ -38,6 +44,13 @@ class Leaderboard:
     ranking: pd.DataFrame  # one row per ranked agent: the three variants, ranks, reliability
     coverage: pd.DataFrame  # one row per setting lacking successes
     success: pd.DataFrame  # one row per agent: attempts and counts per status
+    settings_expected: int  # n: the settings the suite expects
+    settings_complete: int  # k: those with N successes
+
+    @property
+    def provisional(self) -> bool:
+        """Some expected setting still lacks successes: the ranking may change."""
+        return self.settings_complete < self.settings_expected
 
 
 def records_frame(records: Iterable[RunRecord]) -> pd.DataFrame:
@@ -142,6 +155,8 @@ def compute_leaderboard(
         ranking=ranking,
         coverage=coverage[coverage["missing"] > 0].reset_index(drop=True),
         success=success_rates(runs),
+        settings_expected=len(coverage),
+        settings_complete=int((coverage["missing"] == 0).sum()),
     )
 
 
@@ -151,8 +166,9 @@ def success_rates(runs: pd.DataFrame) -> pd.DataFrame:
     )
     counts.columns = [f"n_{c}" for c in counts.columns]
     counts.insert(0, "attempts", counts.sum(axis=1))
-    # A harness fault is never blamed on the agent: not one of its attempts, not in the rate.
-    counts.insert(1, "agent_attempts", counts["attempts"] - counts["n_harness_error"])
+    # Harness and provider faults are never blamed on the agent: not its attempts, not in the rate.
+    own = counts["attempts"] - counts["n_harness_error"] - counts["n_provider_error"]
+    counts.insert(1, "agent_attempts", own)
     counts.insert(2, "successes", counts["n_success"])
     counts.insert(
         3, "success_rate", counts["successes"] / counts["agent_attempts"].replace(0, float("nan"))
@@ -163,7 +179,7 @@ def success_rates(runs: pd.DataFrame) -> pd.DataFrame:
 def _expected_settings(runs: pd.DataFrame, suite_settings) -> pd.DataFrame:
     if suite_settings is not None:
         return pd.DataFrame(list(suite_settings), columns=SETTING).drop_duplicates()
-    # Without a suite: every agent is expected in every (task, budget) cell seen in the records.
+    # Without a suite file (an import): every agent in every (task, budget) cell seen in the records.
     cells = runs[["task_id", "budget_seconds"]].drop_duplicates()
     agents = runs[["agent_id"]].drop_duplicates()
     return agents.merge(cells, how="cross")[SETTING]

@@ -29,7 +29,7 @@ def write_suite(suites: Path, suite_id: str, agents: list[str], runs_subdir: str
     suites.mkdir(exist_ok=True)
     (suites / f"{suite_id}.yaml").write_text(
         f"id: {suite_id}\ntitle: {suite_id} suite\ntasks: [t]\nagents: [{', '.join(agents)}]\n"
-        f"budgets: [60]\nruns_subdir: {runs_subdir}\n",
+        f"budgets: [60]\nattempts: 1\nruns_subdir: {runs_subdir}\n",
         encoding="utf-8",
     )
 
@@ -141,7 +141,7 @@ def test_example_queries_on_raw_run(env, name):
 
 def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
     """The real dbt build behind `tmlbench warehouse build`, then the mart example queries."""
-    result = invoke(env, "warehouse", "build", "--counted-successes", "1")
+    result = invoke(env, "warehouse", "build")  # N = the suite file's attempts: 1
     assert result.exit_code == 0, result.output
     assert "4 new" in result.output and "marts built in" in result.output
     board = invoke(env, "sql", "--csv", "-f", str(QUERIES / "leaderboard.sql"))
@@ -167,15 +167,17 @@ def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
     for minute in range(2):
         record = rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo")
         write(runs, record, sub="demo")
-    built = invoke(env, "warehouse", "build", "--counted-successes", "1")
+    built = invoke(env, "warehouse", "build")
     assert built.exit_code == 0, built.output
     board = invoke(env, "leaderboard", "--suite", "demo")
     assert board.exit_code == 0, board.output
     assert board.output.startswith("tmlbench leaderboard: ") and "(demo)" in board.output
     ranking, medians = table_rows(board.output)[:1], table_rows(board.output)[1:]
     # c alone in its suite: every task's range is one score, worth the middle points (0.5)
-    assert ranking == [["1", "c", "0.500", "0.500", "0.500", "1.00 ± -", "100%", "0.0000"]]
-    assert "setting medians (first 1 successes)" in board.output
+    assert ranking == [["1", "c", "0.500", "0.500", "0.500", "1.00 ± -", "100%", "0", "0.0000"]]
+    assert "setting medians (first 1 successes)" in board.output  # the suite file's attempts
+    assert "final: 1 of 1 settings complete" in board.output
+    assert "provisional" not in board.output
     assert medians == [["t", "c", "0.7500"]]  # the first success only
     assert "not ranked" not in board.output  # b lacks successes, but outside the suite
     warehouse = Path(env["TMLBENCH_WAREHOUSE"])

@@ -2,7 +2,9 @@
 -- the primary variant's bootstrap interval and P(rank 1), success rate, mean task rank ± sd,
 -- the badges (coverage, contamination, duplicate submissions) and the agent's spec metadata.
 -- The badges are labels only: every number in them comes from a mart, the suite's own rows.
--- The agent's spec metadata (raw.agents) is the same in every suite.
+-- The agent's spec metadata (raw.agents) is the same in every suite. In a provisional suite
+-- (marts.suite_status: k of n settings complete, k < n) every row says so: the agents are ranked
+-- among those already complete in all their settings, and the ranks may change.
 with
 
 leaderboard as (
@@ -51,6 +53,12 @@ coverage as (
 
     from {{ ref('coverage') }}
     group by suite_id, agent_id
+
+),
+
+suite_status as (
+
+    select * from {{ ref('suite_status') }}
 
 ),
 
@@ -141,7 +149,12 @@ final as (
         agents.agent_title,
         agents.harness,
         agents.provider,
-        agents.model_id
+        agents.model_id,
+        coalesce(suite_status.provisional, false) as provisional,
+        case when suite_status.provisional then '⚠ provisional: ' else '✓ ' end
+            || suite_status.settings_complete || ' of ' || suite_status.settings_expected
+            || ' settings' as suite_coverage,
+        (suite_status.agents_expected - suite_status.agents_ranked)::bigint as unranked_agents
 
     from leaderboard
     left join uncertainty
@@ -167,6 +180,8 @@ final as (
     left join duplicates
         on leaderboard.suite_id = duplicates.suite_id
         and leaderboard.agent_id = duplicates.agent_id
+    left join suite_status
+        on leaderboard.suite_id = suite_status.suite_id
 
 )
 

@@ -1,7 +1,8 @@
 -- The settings page's table, one row per setting (suite, agent, task, budget) with attempts (marts.setting_scores): the
--- median and quartiles, and its harness faults against its suite's ceiling. A setting stopped
--- at the ceiling (it lacks successes and its harness faults reached the ceiling: the runner
--- gives it no more attempts) is marked ⛔; the leaderboard page lists those.
+-- median and quartiles, and its harness and provider faults (neither is the agent's) against
+-- its suite's ceilings. A setting stopped at a ceiling (it lacks successes and its harness or
+-- provider faults reached that ceiling: the runner gives it no more attempts) is marked ⛔; the
+-- leaderboard page lists those.
 with
 
 scores as (
@@ -25,7 +26,12 @@ joined as (
         coalesce(coverage.missing, 0)::bigint as missing,
         coalesce(
             coverage.harness_error_ceiling_reached and coverage.missing > 0, false
-        ) as stopped_at_harness_error_ceiling
+        ) as stopped_at_harness_error_ceiling,
+        coalesce(coverage.n_provider_error, 0)::bigint as n_provider_error,
+        coverage.provider_error_ceiling,
+        coalesce(
+            coverage.provider_error_ceiling_reached and coverage.missing > 0, false
+        ) as stopped_at_provider_error_ceiling
 
     from scores
     left join coverage
@@ -60,7 +66,16 @@ final as (
         n_harness_error,
         harness_error_ceiling,
         missing,
-        stopped_at_harness_error_ceiling
+        stopped_at_harness_error_ceiling,
+        case
+            when stopped_at_provider_error_ceiling
+                then '⛔ ' || n_provider_error || ' of ' || provider_error_ceiling
+                    || ': stopped at the ceiling'
+            else n_provider_error || coalesce(' of ' || provider_error_ceiling, '')
+        end as provider_errors,
+        n_provider_error,
+        provider_error_ceiling,
+        stopped_at_provider_error_ceiling
 
     from joined
 

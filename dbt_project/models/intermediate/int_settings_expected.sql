@@ -1,6 +1,8 @@
--- Every setting a suite expects: each agent seen in the suite's runs × each (task, budget) cell
--- seen in the suite's runs, with how many successes it has and how many the rules still lack.
--- Another suite's agents and cells are never expected here.
+-- Every setting a suite expects, with how many successes it has and how many its suite's N still
+-- lacks (missing). A suite with a file expects exactly the settings its file lists
+-- (raw.suite_settings), run or not, so a suite run part-way shows what it still lacks. An
+-- imported suite has no file: it expects each agent seen in its runs × each (task, budget) cell
+-- seen in its runs (the pandas reference's rule). Another suite's settings are never expected.
 with
 
 runs as (
@@ -9,15 +11,60 @@ runs as (
 
 ),
 
-agents as (
+suites as (
 
-    select distinct suite_id, agent_id from runs
+    select * from {{ ref('int_suites') }}
 
 ),
 
-cells as (
+listed as (
 
-    select distinct suite_id, task_id, budget_seconds from runs
+    select suite_settings.suite_id, suite_settings.agent_id, suite_settings.task_id,
+        suite_settings.budget_seconds
+    from {{ ref('stg_raw__suite_settings') }} as suite_settings
+    inner join suites
+        on suite_settings.suite_id = suites.suite_id
+    where suites.from_suite_file
+
+),
+
+imported_runs as (
+
+    select runs.*
+    from runs
+    inner join suites
+        on runs.suite_id = suites.suite_id
+    where not suites.from_suite_file
+
+),
+
+agents_seen as (
+
+    select distinct suite_id, agent_id from imported_runs
+
+),
+
+cells_seen as (
+
+    select distinct suite_id, task_id, budget_seconds from imported_runs
+
+),
+
+seen as (
+
+    select agents_seen.suite_id, agents_seen.agent_id, cells_seen.task_id,
+        cells_seen.budget_seconds
+    from agents_seen
+    inner join cells_seen
+        on agents_seen.suite_id = cells_seen.suite_id
+
+),
+
+settings as (
+
+    select * from listed
+    union all
+    select * from seen
 
 ),
 
@@ -39,21 +86,22 @@ setting_successes as (
 expected as (
 
     select
-        agents.suite_id,
-        agents.agent_id,
-        cells.task_id,
-        cells.budget_seconds,
+        settings.suite_id,
+        settings.agent_id,
+        settings.task_id,
+        settings.budget_seconds,
         coalesce(setting_successes.attempts, 0) as attempts,
-        coalesce(setting_successes.successes, 0) as successes
+        coalesce(setting_successes.successes, 0) as successes,
+        suites.counted_successes
 
-    from agents
-    inner join cells
-        on agents.suite_id = cells.suite_id
+    from settings
+    inner join suites
+        on settings.suite_id = suites.suite_id
     left join setting_successes
-        on agents.suite_id = setting_successes.suite_id
-        and agents.agent_id = setting_successes.agent_id
-        and cells.task_id = setting_successes.task_id
-        and cells.budget_seconds = setting_successes.budget_seconds
+        on settings.suite_id = setting_successes.suite_id
+        and settings.agent_id = setting_successes.agent_id
+        and settings.task_id = setting_successes.task_id
+        and settings.budget_seconds = setting_successes.budget_seconds
 
 ),
 
@@ -61,7 +109,7 @@ final as (
 
     select
         *,
-        greatest({{ var('counted_successes') }} - successes, 0) as missing
+        greatest(counted_successes - successes, 0) as missing
 
     from expected
 

@@ -1,9 +1,9 @@
--- Every setting a suite expects: each agent seen in the suite's runs × each (task, budget) cell
--- seen in the suite's runs, its successes and how many it still lacks (missing). An agent is
--- covered (ranked in the suite) only when missing = 0 in all its rows of the suite. Also its
--- harness faults and whether they reached the suite's harness-error ceiling
--- (setting_success_rates): a setting that lacks successes and has reached it gets no more
--- attempts until the ceiling is raised.
+-- Every setting a suite expects (int_settings_expected: the settings its file lists; for an
+-- import, each agent seen × each cell seen), its successes and how many its suite's N still
+-- lacks (missing). An agent is covered (ranked in the suite) only when missing = 0 in all its
+-- rows of the suite. Also its harness and provider faults and whether they reached the suite's
+-- ceilings (setting_success_rates): a setting that lacks successes and has reached one gets no
+-- more attempts until that ceiling is raised.
 with
 
 expected as (
@@ -37,7 +37,11 @@ final as (
         covered.agent_id is not null as agent_is_covered,
         coalesce(rates.n_harness_error, 0)::bigint as n_harness_error,
         rates.harness_error_ceiling,
-        coalesce(rates.harness_error_ceiling_reached, false) as harness_error_ceiling_reached
+        coalesce(rates.harness_error_ceiling_reached, false) as harness_error_ceiling_reached,
+        expected.counted_successes::integer as counted_successes,
+        coalesce(rates.n_provider_error, 0)::bigint as n_provider_error,
+        rates.provider_error_ceiling,
+        coalesce(rates.provider_error_ceiling_reached, false) as provider_error_ceiling_reached
 
     from expected
     left join covered

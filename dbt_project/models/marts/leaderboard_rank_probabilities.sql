@@ -1,6 +1,7 @@
 -- Per (suite, covered agent) and every possible rank 1..(number of the suite's covered agents):
 -- the share of the suite's bootstrap replicates in which the agent got that rank (0 when it
--- never did).
+-- never did). In a provisional suite (suite_status) the ranks are among the agents already
+-- complete: provisional and unranked_agents (which may still place anywhere) say so on each row.
 with
 
 replicates as (
@@ -39,6 +40,12 @@ possible_ranks as (
 
 ),
 
+status as (
+
+    select * from {{ ref('suite_status') }}
+
+),
+
 rank_counts as (
 
     select suite_id, agent_id, rank, count(*) as n_replicates
@@ -53,10 +60,13 @@ final as (
         possible_ranks.suite_id,
         possible_ranks.agent_id,
         possible_ranks.rank,
-        (coalesce(rank_counts.n_replicates, 0) / suites.replicates)::double as probability
+        (coalesce(rank_counts.n_replicates, 0) / suites.replicates)::double as probability,
+        status.provisional,
+        (status.agents_expected - status.agents_ranked)::bigint as unranked_agents
 
     from possible_ranks
     inner join suites on possible_ranks.suite_id = suites.suite_id
+    inner join status on possible_ranks.suite_id = status.suite_id
     left join rank_counts
         on possible_ranks.suite_id = rank_counts.suite_id
         and possible_ranks.agent_id = rank_counts.agent_id

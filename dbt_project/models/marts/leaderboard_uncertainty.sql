@@ -1,6 +1,9 @@
 -- Per (suite, covered agent): the bootstrap's 95% interval of the primary (best_budget) score
 -- and the probability of ranking first in the suite (var bootstrap_replicates replicates, var
--- bootstrap_seed).
+-- bootstrap_seed). In a provisional suite (suite_status: some expected setting still lacks
+-- successes) the replicates rank only the agents already complete, so P(rank 1) is among those;
+-- provisional and unranked_agents (the suite's agents not ranked yet, which may place anywhere
+-- once complete) say so on every row.
 with
 
 replicates as (
@@ -13,6 +16,12 @@ leaderboard as (
 
     select * from {{ ref('leaderboard') }}
     where variant = 'best_budget'
+
+),
+
+status as (
+
+    select * from {{ ref('suite_status') }}
 
 ),
 
@@ -40,12 +49,15 @@ final as (
         intervals.score_low::double as score_low,
         intervals.score_high::double as score_high,
         intervals.p_rank_1::double as p_rank_1,
-        intervals.replicates::bigint as replicates
+        intervals.replicates::bigint as replicates,
+        status.provisional,
+        (status.agents_expected - status.agents_ranked)::bigint as unranked_agents
 
     from leaderboard
     inner join intervals
         on leaderboard.suite_id = intervals.suite_id
         and leaderboard.agent_id = intervals.agent_id
+    inner join status on leaderboard.suite_id = status.suite_id
 
 )
 

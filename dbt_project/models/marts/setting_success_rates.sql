@@ -1,8 +1,10 @@
--- Per setting (suite, agent, task, budget): successes ÷ attempts, one count per status, and the
--- harness-error ceiling: after that many harness_error attempts the suite's runner gives the
--- setting no more (harness faults are re-run, so a recurring one would re-run it forever).
--- The ceiling is the suite file's (raw.suites, joined on the setting's suite_id). Unknown (null,
--- never reached) when the suite is not loaded (imported results, a removed suite file).
+-- Per setting (suite, agent, task, budget): successes ÷ the agent's own attempts, one count per
+-- status, and the two fault ceilings: after that many harness_error (the harness's faults) or
+-- provider_error (the model provider's) attempts the suite's runner gives the setting no more
+-- (both are re-run, never the agent's, so a recurring one would re-run it forever). The ceilings
+-- are the suite file's (int_suites, joined on the setting's suite_id); unknown (null, never
+-- reached) for a suite without a file (imported results, a removed suite file) or a file loaded
+-- before the provider-error ceiling existed.
 with
 
 runs as (
@@ -13,7 +15,7 @@ runs as (
 
 suites as (
 
-    select * from {{ ref('stg_raw__suites') }}
+    select * from {{ ref('int_suites') }}
 
 ),
 
@@ -35,7 +37,8 @@ rates as (
 
     select
         counts.*,
-        suites.harness_error_ceiling::integer as harness_error_ceiling
+        suites.harness_error_ceiling::integer as harness_error_ceiling,
+        suites.provider_error_ceiling::integer as provider_error_ceiling
 
     from counts
     left join suites on counts.suite_id = suites.suite_id
@@ -45,8 +48,11 @@ rates as (
 final as (
 
     select
-        *,
-        coalesce(n_harness_error >= harness_error_ceiling, false) as harness_error_ceiling_reached
+        * exclude (provider_error_ceiling),
+        coalesce(n_harness_error >= harness_error_ceiling, false) as harness_error_ceiling_reached,
+        provider_error_ceiling,
+        coalesce(n_provider_error >= provider_error_ceiling, false)
+            as provider_error_ceiling_reached
 
     from rates
 
