@@ -1,13 +1,16 @@
 """The provider-fault rule: what a model call came to, what an attempt's calls add up to, and
 what unrecovered provider faults do to a verdict.
 
-Both the gateway (the calls of agent CLIs, classified by :func:`runner.gateway.call_outcomes.
-classify`) and the built-in agent's client (:mod:`runner.llm.client`) classify each model call
-(a POST to a generation endpoint) into a :class:`CallOutcome` and count it in a
+The gateway (the calls of agent CLIs: :func:`runner.gateway.call_outcomes.classify`) and the
+built-in agent's client (:mod:`runner.llm.client`) classify each model call (a POST to a
+generation endpoint) into a :class:`CallOutcome`, in these words, and count it in a
 :class:`CallLedger`; the drivers :func:`review` the verdict with it. Every call ends as one of:
 
 - ``step``: a 2xx reply that reached its protocol's terminal event with no error event; only
-  steps count in ``steps`` and only their usage in ``tokens_in/out`` (and so the cost);
+  steps count in ``steps`` and only their usage in ``tokens_in/out`` (and so the cost). A
+  non-streamed chat-completions reply's terminal event is its complete JSON body with its
+  ``choices``, whatever their ``finish_reason`` (``length``, or none) but ``"error"``: that
+  is an error event, as an ``error`` in the body is;
 - ``fault``: the provider failed it: HTTP 429 or 5xx (an unreachable or timed-out provider
   included, as the gateway's own 502/504 is), an error event inside a 2xx reply, or a 2xx
   reply the provider cut before its terminal event. Tokens it reported go to
@@ -65,13 +68,55 @@ class CallOutcome:
             raise ValueError(f"a {self.outcome} reached its end")
 
 
-def safe_code(value: object) -> str | None:
+def _safe_code(value: object) -> str | None:
     """A provider's error code or header value as it may stand in evidence: only a plain
     identifier (a record carries no free provider text, which could echo the key)."""
     if not value or not isinstance(value, str | int | float):  # nothing said, or no scalar
         return None
     text = value if isinstance(value, str) else str(value)
     return text if _SAFE_CODE.fullmatch(text) else None
+
+
+# The evidence's words, the same whoever classifies the call.
+
+
+def error_status(
+    status: int,
+    code: object = None,
+    retry_after: str | None = None,
+    usage: tuple[int, int] | None = None,
+) -> CallOutcome:
+    """A call the provider answered with a status other than 2xx: HTTP 429 or 5xx is its
+    fault; any other (a 4xx but 429) the request's own, the agent's."""
+    if status == 429:
+        said = "without Retry-After"
+        if retry_after:
+            said = f"with Retry-After: {_safe_code(retry_after) or '(unreadable)'}"
+        return CallOutcome("fault", f"HTTP 429 {said}", usage=usage)
+    if status >= 500:
+        plain = _safe_code(code)
+        return CallOutcome(
+            "fault", f"HTTP {status}" + (f" ({plain})" if plain else ""), usage=usage
+        )
+    return CallOutcome("refused", usage=usage)
+
+
+def error_event(
+    status: int,
+    code: object = None,
+    interrupted: bool = False,
+    usage: tuple[int, int] | None = None,
+) -> CallOutcome:
+    """A 2xx reply with an error event in it (an SSE error chunk, an ``error`` body)."""
+    plain = _safe_code(code)
+    what = f"error event in a {status} reply" + (f" ({plain})" if plain else "")
+    return CallOutcome("fault", what, interrupted=interrupted, usage=usage)
+
+
+def provider_cut(before: str = "its end", usage: tuple[int, int] | None = None) -> CallOutcome:
+    """A 2xx reply the provider cut before its terminal event (``before``)."""
+    what = f"reply cut by the provider before {before}"
+    return CallOutcome("fault", what, interrupted=True, usage=usage)
 
 
 @dataclass(frozen=True)

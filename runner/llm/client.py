@@ -23,7 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runner.provider_faults import CallLedger, CallOutcome, safe_code
+from runner.provider_faults import (
+    CallLedger,
+    CallOutcome,
+    error_event,
+    error_status,
+    provider_cut,
+)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 FATAL_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "invalid_api_key"})
@@ -183,19 +189,7 @@ class ChatClient:
         code = error.get("code") or error.get("type") if isinstance(error, dict) else None
         said = exc.headers.get("Retry-After") if exc.headers else None
         status = exc.code
-        call = CallOutcome("refused", usage=usage)
-        if status == 429:
-            wait = (
-                f"with Retry-After: {safe_code(said) or '(unreadable)'}"
-                if said
-                else "without Retry-After"
-            )
-            call = CallOutcome("fault", f"HTTP 429 {wait}", usage=usage)
-        elif 500 <= status <= 599:
-            safe = safe_code(code)
-            call = CallOutcome(
-                "fault", f"HTTP {status}" + (f" ({safe})" if safe else ""), usage=usage
-            )
+        call = error_status(status, code, said, usage)
         return Failure(
             status=status,
             message=_error_message(error) or str(exc.reason),
@@ -217,7 +211,7 @@ class ChatClient:
         elif not sent:
             fault = "the provider could not be reached"
         elif status:
-            fault = "reply cut by the provider before its end"
+            return Failure(status, f"network error: {what}", provider_cut())
         else:
             fault = "the provider closed the connection before its reply"
         call = CallOutcome("fault", fault, interrupted=sent)
@@ -273,7 +267,7 @@ def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
-        return Failure(status, "the reply is not a complete JSON object", _CUT)
+        return Failure(status, "the reply is not a complete JSON object", provider_cut())
     error, usage = _error_and_usage(raw, data)
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
@@ -281,19 +275,12 @@ def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     if not error and isinstance(choice, dict):
         error = choice.get("error")
     if error or finish == "error":
-        code = safe_code(
-            error.get("code") or error.get("type") if isinstance(error, dict) else None
-        )
-        what = f"error event in a {status} reply" + (f" ({code})" if code else "")
-        call = CallOutcome("fault", what, usage=usage)
+        code = error.get("code") or error.get("type") if isinstance(error, dict) else None
+        call = error_event(status, code, usage=usage)
         return Failure(status, _error_message(error) or "finish_reason is error", call)
     if not isinstance(choices, list):  # not a completion: what came instead is not known
-        cut = CallOutcome("fault", _CUT.evidence, interrupted=True, usage=usage)
-        return Failure(status, "the reply has no choices", cut)
+        return Failure(status, "the reply has no choices", provider_cut(usage=usage))
     return data
-
-
-_CUT = CallOutcome("fault", "reply cut by the provider before its end", interrupted=True)
 
 
 def _error_and_usage(raw: bytes, data: object = None) -> tuple[object, tuple[int, int] | None]:
