@@ -194,6 +194,8 @@ def test_evidence_names_the_calls_and_keeps_the_last_five():
 scalars = (
     st.none() | st.booleans() | st.integers(-3, 10**4) | st.floats(-5, 5) | st.text(max_size=6)
 )
+# Any JSON, in the shapes of a chat-completions body. Not the other protocols' error shapes
+# (a top-level "type": "error" or "response.failed"), which only the gateway knows of.
 json_values = st.recursive(
     scalars,
     lambda inner: (
