@@ -85,6 +85,7 @@ class ProgramDriver:
     def __init__(self, agent: AgentSpec, agent_code_dir: Path | None):
         self.agent = agent
         self.agent_dir = agent_code_dir
+        self._fault_evidence: list[str] | None = None  # set when faults decide the verdict
 
     def command(self, sandbox: Sandbox, fields: dict[str, str]) -> list[str]:
         return [fill(part, fields) for part in self.agent.command]
@@ -116,6 +117,16 @@ class ProgramDriver:
         """The final verdict, given the one grading would give (e.g. a provider fault's)."""
         return verdict
 
+    def _review_faults(
+        self, verdict: Verdict, unrecovered: int, evidence: tuple[str, ...]
+    ) -> Verdict:
+        """``verdict`` by the provider-fault rule (:func:`runner.provider_faults.review`);
+        when the faults decide it, the record lists them (:meth:`report`)."""
+        reviewed = review_faults(verdict, unrecovered, evidence)
+        if reviewed.status != verdict.status:
+            self._fault_evidence = list(evidence)
+        return reviewed
+
 
 class CommandDriver(ProgramDriver):
     """An external agent CLI: provider through the gateway, other hosts through the proxy."""
@@ -146,7 +157,6 @@ class CommandDriver(ProgramDriver):
                 request_timeout=agent.gateway.request_timeout_seconds,
                 requests_per_minute=agent.gateway.requests_per_minute,
             )
-        self._fault_evidence: list[str] | None = None  # set when faults decide the verdict
         self.binds = egress_binds(self.control)
         if cli is not None:
             self.binds += (Bind(cli.root, CLI_INSIDE),)
@@ -229,34 +239,12 @@ class CommandDriver(ProgramDriver):
         return None
 
     def review(self, verdict: Verdict) -> Verdict:
-        """``provider_error`` for an attempt that failed after unrecovered provider faults.
-
-        The rule (the provider-fault rule in ``runner.gateway.call_outcomes``): the last
-        model call the agent started ended in a provider fault, and the attempt would be
-        anything but ``success`` or ``harness_error``. What grading found stays on the
-        record (the submission's fingerprints, a validation message); the score goes.
-        """
-        stats = self.gateway.stats() if self.gateway else None
-        if stats is None or not stats.unrecovered_faults:
+        """``provider_error`` for an attempt that would fail after unrecovered provider
+        faults (the agent's last model call through the gateway was one)."""
+        if self.gateway is None:
             return verdict
-        if verdict.status in ("success", "harness_error", "provider_error"):
-            return verdict
-        self._fault_evidence = list(stats.fault_evidence)
-        n = stats.unrecovered_faults
-        calls = "call" if n == 1 else f"{n} calls"
-        message = (
-            f"the provider failed the agent's last {calls} and the attempt ended before it "
-            f"recovered ({stats.fault_evidence[-1]}); the agent's own outcome would have "
-            f"been {verdict.status}"
-        )
-        return verdict.model_copy(
-            update={
-                "status": "provider_error",
-                "error_message": message,
-                "score": None,
-                "score_hib": None,
-            }
-        )
+        stats = self.gateway.stats()
+        return self._review_faults(verdict, stats.unrecovered_faults, stats.fault_evidence)
 
 
 class LlmDriver(ProgramDriver):
@@ -282,7 +270,6 @@ class LlmDriver(ProgramDriver):
             run_dir / TRANSCRIPT_FILE,
             provider_key(agent, api_key),
         )
-        self._fault_evidence: list[str] | None = None  # set when faults decide the verdict
 
     def command(self, sandbox: Sandbox, fields: dict[str, str]) -> list[str]:
         socket_path = f"{sandbox.bind_path(self.binds[0])}/tools.sock"
@@ -312,12 +299,8 @@ class LlmDriver(ProgramDriver):
 
     def review(self, verdict: Verdict) -> Verdict:
         """``provider_error`` for an attempt that would fail after unrecovered provider
-        faults (the model loop's last call was one): :func:`runner.provider_faults.review`."""
-        unrecovered, evidence = self.session.client.calls.unrecovered()
-        reviewed = review_faults(verdict, unrecovered, evidence)
-        if reviewed.status != verdict.status:
-            self._fault_evidence = list(evidence)
-        return reviewed
+        faults (the model loop's last call was one)."""
+        return self._review_faults(verdict, *self.session.client.calls.unrecovered())
 
 
 def make_driver(

@@ -50,7 +50,8 @@ Responses ``usage.input_tokens``/``output_tokens`` (streams: ``response.complete
 Anthropic ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` and
 ``output_tokens`` (streams: ``message_start`` then ``message_delta``'s cumulative counts).
 Each model call ends as a step, a provider fault, a cut or a refusal
-(:mod:`runner.gateway.call_outcomes`, the provider-fault rule): only steps count in
+(:mod:`runner.provider_faults`, the provider-fault rule, applied to each protocol by
+:mod:`runner.gateway.call_outcomes`): only steps count in
 ``steps`` and ``tokens_in``/``tokens_out``. See :class:`GatewayStats` for what is counted.
 
 ``transcript.jsonl`` (appended, one JSON object a line, at most 128 MiB, never the key)::

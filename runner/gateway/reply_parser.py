@@ -270,7 +270,15 @@ class ReplyParser:
         reply.error = error_of(body)
         # A JSON reply cut short does not parse; one that parses is complete if it is a reply.
         if self.kind == "openai-chat":
-            reply.terminal = isinstance(body.get("choices"), list)
+            # Whatever its finish_reason (length, or none): only "error" makes it an error
+            # event, as the built-in agent's client judges the bodies it reads.
+            choices = body.get("choices")
+            reply.terminal = isinstance(choices, list)
+            first = choices[0] if isinstance(choices, list) and choices else None
+            choice = first if isinstance(first, dict) else {}
+            failed = choice.get("error") or choice.get("finish_reason") == "error"
+            if reply.error is None and failed:
+                reply.error = error_of({"error": choice.get("error") or "finish_reason is error"})
         elif self.kind == "openai-responses":
             reply.terminal = body.get("status") in ("completed", "incomplete")
         else:

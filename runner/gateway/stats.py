@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-import typing
 from dataclasses import dataclass
-from typing import Any
 
-from runner.gateway.call_outcomes import RATE_LIMITED, CallLedger, CallOutcome, classify
+from runner.gateway.call_outcomes import RATE_LIMITED, classify
 from runner.gateway.model_requests import Protocol
 from runner.gateway.replies import Reply
 from runner.llm.client import FATAL_CODES, RETRYABLE_STATUS
+from runner.provider_faults import CallCounts, CallLedger, Prices
 
 QUOTA_HINTS = (  # quota failures of providers that send no FATAL_CODES code
     "exceeded your current quota",
@@ -20,12 +19,6 @@ QUOTA_HINTS = (  # quota failures of providers that send no FATAL_CODES code
     "insufficient balance",
     "insufficient credits",
 )
-
-
-class Prices(typing.Protocol):
-    """What turns tokens into dollars: the agent spec's ``TokenPrices`` (not imported here)."""
-
-    def cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None: ...
 
 
 _MASKED_KEY = re.compile(r"[A-Za-z0-9_\-]{0,16}\*{4,}[A-Za-z0-9_\-]{0,8}")
@@ -37,72 +30,38 @@ def redact_masked(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class GatewayStats:
-    """What went through the gateway so far; model calls are classified by
-    :mod:`.call_outcomes` (step, provider fault, cut, refused).
+class GatewayStats(CallCounts):
+    """What went through the gateway so far: the model calls' counts by the provider-fault
+    rule (:class:`~runner.provider_faults.CallCounts`, classified by :mod:`.call_outcomes`),
+    and what only the gateway knows.
 
     ``requests``: model calls forwarded (POST to a generation endpoint), failures included;
-    ``steps``: model calls that reached their protocol's terminal event in a 2xx reply with
-    no error event; ``tokens_in`` / ``tokens_out``: the usage of the steps only;
-    ``usage_missing``: some step reported no usage, so the totals are unknown;
-    ``provider_faults``: model calls the provider failed (HTTP 429/5xx, the gateway's own
-    502/504 for an unreachable provider, an error event in a 2xx reply, a 2xx reply it cut
-    before its terminal event), recovered or not; ``retries``: model calls a client retries:
-    the provider faults and 408/409 answers; ``interrupted_calls``: model calls broken off
-    before their terminal event, by the provider, the client or the end of the attempt;
-    ``failed_tokens_in`` / ``failed_tokens_out``: usage the provider reported for calls that
-    were not steps (Anthropic's ``message_start`` before an ``overloaded_error``, ...);
+    ``retries``: model calls a client retries: the provider faults and 408/409 answers;
     ``rate_limited``: model calls the gateway refused (429) because the agent exceeded its
-    spec's request rate, not forwarded and not in ``requests``; ``unrecovered_faults``: how
-    many provider faults end the call sequence (the last call started was one), and
-    ``fault_evidence`` the last :data:`~.call_outcomes.MAX_EVIDENCE` of them, one line each;
-    ``provider_seconds``: wall time of the model calls, summed; ``provider_error``: the
-    first authentication (401), payment/permission (402/403 on a model call) or quota
-    failure, e.g. ``"HTTP 401 (invalid_api_key): ..."``; ``other_requests``: non-model
-    requests forwarded (``GET /v1/models``, ...); ``rejected``: requests the gateway
-    answered itself (400, 404, 405, 413, 431, 503; not the rate limit's 429s).
+    spec's request rate, not forwarded and not in ``requests``; ``provider_seconds``: wall
+    time of the model calls, summed; ``provider_error``: the first authentication (401),
+    payment/permission (402/403 on a model call) or quota failure, e.g.
+    ``"HTTP 401 (invalid_api_key): ..."``; ``other_requests``: non-model requests forwarded
+    (``GET /v1/models``, ...); ``rejected``: requests the gateway answered itself (400, 404,
+    405, 413, 431, 503; not the rate limit's 429s).
     """
 
-    requests: int = 0
     retries: int = 0
-    steps: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    usage_missing: bool = False
-    provider_faults: int = 0
-    interrupted_calls: int = 0
-    failed_tokens_in: int = 0
-    failed_tokens_out: int = 0
     rate_limited: int = 0
-    unrecovered_faults: int = 0
-    fault_evidence: tuple[str, ...] = ()
     provider_seconds: float = 0.0
     provider_error: str | None = None
     other_requests: int = 0
     rejected: int = 0
 
     def record_fields(self, prices: Prices | None = None) -> dict[str, object]:
-        """The run record's usage and provider-fault fields; unknown tokens (and so cost)
-        are None, never 0. ``provider_fault_evidence`` is left to the driver, which knows
-        whether the faults decided the attempt.
+        """The run record's usage and provider-fault fields (see
+        :meth:`CallCounts.record_fields <runner.provider_faults.CallCounts.record_fields>`).
 
         ``prices``: the agent spec's ``TokenPrices``, or None for an unknown cost.
         """
-        known = not self.usage_missing and self.requests > 0
-        tokens_in = self.tokens_in if known else None
-        tokens_out = self.tokens_out if known else None
-        return {
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "cost_usd": prices.cost(tokens_in, tokens_out) if prices is not None else None,
-            "requests": self.requests,
+        return super().record_fields(prices) | {
             "retries": self.retries,
-            "steps": self.steps,
             "provider_seconds": round(self.provider_seconds, 3),
-            "provider_faults": self.provider_faults,
-            "interrupted_calls": self.interrupted_calls,
-            "failed_tokens_in": self.failed_tokens_in,
-            "failed_tokens_out": self.failed_tokens_out,
             "rate_limited": self.rate_limited,
         }
 
@@ -127,24 +86,42 @@ def fatal_error(
 
 
 class StatsTally:
-    """The running counts behind :class:`GatewayStats`, shared by all connection threads."""
+    """The running counts behind :class:`GatewayStats`, shared by all connection threads.
+
+    The model calls' outcomes are counted once, in the ledger; the tally counts the rest.
+    """
 
     def __init__(self, api_key: str | None):
         self._api_key = api_key
-        self._lock = threading.Lock()
-        self._counts: dict[str, Any] = dataclasses.asdict(GatewayStats())
-        self._calls = CallLedger()
+        self._lock = threading.Lock()  # a snapshot is of one moment: the ledger's and ours
+        self._calls = CallLedger(api_key)
+        self._refusals_retried = 0  # 408, 409: clients retry them, though they are no fault
+        self._rate_limited = 0
+        self._provider_seconds = 0.0
+        self._provider_error: str | None = None
+        self._other_requests = 0
+        self._rejected = 0
 
     def snapshot(self) -> GatewayStats:
         with self._lock:
-            unrecovered, evidence = self._calls.unrecovered()
-            counts = self._counts | {"unrecovered_faults": unrecovered, "fault_evidence": evidence}
-            return GatewayStats(**counts)
+            calls = self._calls.counts()
+            return GatewayStats(
+                **dataclasses.asdict(calls)
+                | {
+                    "requests": calls.requests - self._rate_limited,  # those never forwarded
+                    "retries": calls.provider_faults + self._refusals_retried,
+                    "rate_limited": self._rate_limited,
+                    "provider_seconds": self._provider_seconds,
+                    "provider_error": self._provider_error,
+                    "other_requests": self._other_requests,
+                    "rejected": self._rejected,
+                }
+            )
 
     def reject(self) -> None:
         """A request the gateway answered itself."""
         with self._lock:
-            self._counts["rejected"] += 1
+            self._rejected += 1
 
     def start_call(self) -> int:
         """Number a model call as it starts: the unrecovered faults go by this order."""
@@ -154,7 +131,7 @@ class StatsTally:
     def rate_limited(self, call: int) -> None:
         """A model call the gateway refused: the agent went over its spec's request rate."""
         with self._lock:
-            self._counts["rate_limited"] += 1
+            self._rate_limited += 1
             self._calls.end(call, RATE_LIMITED)
 
     def account(
@@ -169,43 +146,18 @@ class StatsTally:
         """The stats of one forwarded request; ``call``: its number if it is a model call."""
         error = reply.error if reply is not None else None
         fatal = fatal_error(kind, status, error)
-        outcome = classify(kind, status, reply, interrupted) if kind is not None else None
-        if outcome is not None and outcome.evidence and self._api_key:  # a provider's code
-            evidence = outcome.evidence.replace(self._api_key, "[redacted]")
-            outcome = dataclasses.replace(outcome, evidence=evidence)
+        if fatal is not None and self._api_key:
+            fatal = fatal.replace(self._api_key, "[redacted]")
+        outcome = None
+        if call is not None and kind is not None:
+            outcome = classify(kind, status, reply, interrupted)
         with self._lock:
-            s = self._counts
-            if fatal is not None and s["provider_error"] is None:
-                s["provider_error"] = (
-                    fatal.replace(self._api_key, "[redacted]") if self._api_key else fatal
-                )
-            if outcome is None:
-                s["other_requests"] += 1
+            if fatal is not None and self._provider_error is None:
+                self._provider_error = fatal
+            if call is None or outcome is None:
+                self._other_requests += 1
                 return
-            if call is not None:
-                self._calls.end(call, outcome)
-            s["requests"] += 1
-            s["provider_seconds"] += seconds
-            self._count(outcome, status)
-
-    def _count(self, outcome: CallOutcome, status: int) -> None:
-        s = self._counts
-        usage = outcome.usage
-        if outcome.outcome == "step":
-            s["steps"] += 1
-            if usage is None:
-                s["usage_missing"] = True
-            else:
-                s["tokens_in"] += usage[0]
-                s["tokens_out"] += usage[1]
-            return
-        if usage is not None:  # what a failed or broken-off call had reported
-            s["failed_tokens_in"] += usage[0]
-            s["failed_tokens_out"] += usage[1]
-        if outcome.interrupted:
-            s["interrupted_calls"] += 1
-        if outcome.outcome == "fault":
-            s["provider_faults"] += 1
-            s["retries"] += 1
-        elif outcome.outcome == "refused" and status in RETRYABLE_STATUS:
-            s["retries"] += 1  # 408, 409: clients retry them, though they are no fault
+            self._calls.end(call, outcome)
+            self._provider_seconds += seconds
+            if outcome.outcome == "refused" and status in RETRYABLE_STATUS:
+                self._refusals_retried += 1

@@ -10,12 +10,10 @@ agent's (another 4xx, the budget ending during the call).
 
 from __future__ import annotations
 
-import dataclasses
 import http.client
 import json
 import math
 import random
-import re
 import socket
 import time
 import urllib.error
@@ -25,7 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runner.provider_faults import CallLedger, CallOutcome
+from runner.provider_faults import (
+    CallLedger,
+    CallOutcome,
+    error_event,
+    error_status,
+    provider_cut,
+)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 FATAL_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "invalid_api_key"})
@@ -102,7 +106,7 @@ class ChatClient:
         self.request_timeout = request_timeout
         self.max_retries = max_retries
         self.stats = CallStats()
-        self.calls = CallLedger()
+        self.calls = CallLedger(api_key)  # evidence never holds the key
         self._on_retry: RetryHook = on_retry or (lambda **_: None)
         host = urllib.parse.urlsplit(self.url).hostname or ""
         # A local server (vLLM, Ollama, a test stand-in) is never reached through a proxy.
@@ -112,8 +116,8 @@ class ChatClient:
     def complete(self, body: Mapping[str, object], deadline: float) -> dict[str, Any]:
         """POST one chat-completions request; retry transient failures while the budget allows.
 
-        The reply is a completion: a 2xx JSON object whose ``choices[0]`` has a
-        ``finish_reason``; its message is checked by whoever reads it
+        The reply is a completion: a complete 2xx JSON object with ``choices``; its message is
+        checked by whoever reads it
         (:func:`runner.llm.conversation.message_of`).
         """
         started = time.monotonic()
@@ -133,7 +137,7 @@ class ChatClient:
             if isinstance(outcome, dict):
                 self.calls.end(number, CallOutcome("step", usage=_usage(outcome)))
                 return outcome
-            self.calls.end(number, self._redacted(outcome.call))
+            self.calls.end(number, outcome.call)
             if outcome.budget:
                 raise OutOfTime(f"the budget ended during a model call: {_describe(outcome)}")
             _raise_if_final(outcome)
@@ -149,14 +153,6 @@ class ChatClient:
             self.stats.retries += 1
             self._on_retry(status=outcome.status, wait=wait, error=outcome.message)
             time.sleep(wait)
-
-    def _redacted(self, call: CallOutcome) -> CallOutcome:
-        """Evidence holds a provider's code or header only if plain, and never the key."""
-        if call.evidence and self._api_key and self._api_key in call.evidence:
-            return dataclasses.replace(
-                call, evidence=call.evidence.replace(self._api_key, "[redacted]")
-            )
-        return call
 
     def _post(self, payload: bytes, deadline: float) -> dict[str, Any] | Failure:
         """One model call within ``request_timeout`` and the budget, classified by the rule."""
@@ -193,19 +189,7 @@ class ChatClient:
         code = error.get("code") or error.get("type") if isinstance(error, dict) else None
         said = exc.headers.get("Retry-After") if exc.headers else None
         status = exc.code
-        call = CallOutcome("refused", usage=usage)
-        if status == 429:
-            wait = (
-                f"with Retry-After: {_safe(said) or '(unreadable)'}"
-                if said
-                else "without Retry-After"
-            )
-            call = CallOutcome("fault", f"HTTP 429 {wait}", usage=usage)
-        elif 500 <= status <= 599:
-            safe = _safe(code)
-            call = CallOutcome(
-                "fault", f"HTTP {status}" + (f" ({safe})" if safe else ""), usage=usage
-            )
+        call = error_status(status, code, said, usage)
         return Failure(
             status=status,
             message=_error_message(error) or str(exc.reason),
@@ -227,7 +211,7 @@ class ChatClient:
         elif not sent:
             fault = "the provider could not be reached"
         elif status:
-            fault = "reply cut by the provider before its end"
+            return Failure(status, f"network error: {what}", provider_cut())
         else:
             fault = "the provider closed the connection before its reply"
         call = CallOutcome("fault", fault, interrupted=sent)
@@ -272,9 +256,10 @@ def _socket_of(response: object) -> socket.socket | None:
 def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     """A 2xx body: a completion (a step), or the provider's failure inside a 2xx reply.
 
-    Its terminal event is a complete JSON object whose ``choices[0]`` has a ``finish_reason``;
-    a body without one ended early (cut, or an error sent instead), and an ``error`` inside
-    the reply is an error event.
+    Its terminal event is the complete JSON object itself (a cut one does not parse) with
+    its ``choices``: the reply ended, whatever ``finish_reason`` says (``length``, or none),
+    unless it is an error event: an ``error`` in the reply or in ``choices[0]``, or
+    ``finish_reason: "error"``. The gateway judges the JSON bodies it forwards the same way.
     """
     try:
         data = json.loads(raw)
@@ -282,33 +267,20 @@ def _completion(status: int, raw: bytes) -> dict[str, Any] | Failure:
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
-        return Failure(status, "the reply is not a complete JSON object", _CUT)
+        return Failure(status, "the reply is not a complete JSON object", provider_cut())
     error, usage = _error_and_usage(raw, data)
     choices = data.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
-    if error is None and isinstance(choice, dict) and choice.get("error") is not None:
-        error = choice["error"]
-    if error is not None or finish == "error":
-        code = _safe(error.get("code") or error.get("type") if isinstance(error, dict) else None)
-        what = f"error event in a {status} reply" + (f" ({code})" if code else "")
-        call = CallOutcome("fault", what, interrupted=finish is None, usage=usage)
+    if not error and isinstance(choice, dict):
+        error = choice.get("error")
+    if error or finish == "error":
+        code = error.get("code") or error.get("type") if isinstance(error, dict) else None
+        call = error_event(status, code, usage=usage)
         return Failure(status, _error_message(error) or "finish_reason is error", call)
-    if finish is None:  # the document ended, its completion did not
-        cut = CallOutcome("fault", _CUT.evidence, interrupted=True, usage=usage)
-        return Failure(status, "the reply has no choices[0].finish_reason", cut)
+    if not isinstance(choices, list):  # not a completion: what came instead is not known
+        return Failure(status, "the reply has no choices", provider_cut(usage=usage))
     return data
-
-
-_CUT = CallOutcome("fault", "reply cut by the provider before its end", interrupted=True)
-_SAFE_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
-
-
-def _safe(value: object) -> str | None:
-    """A provider's code or header as evidence only if it is a plain identifier: the record
-    carries no free provider text (which could echo the key)."""
-    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
-    return text if _SAFE_CODE.fullmatch(text) else None
 
 
 def _error_and_usage(raw: bytes, data: object = None) -> tuple[object, tuple[int, int] | None]:

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 
 TASK = "bank-customer-churn-ict-u-ai"
 KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"
-CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents") if a.kind == "command"]
+CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command"]
 ONE_PER_CLI = list(
     {a.harness: a for a in sorted(CLI_AGENTS, key=lambda a: "qwen3-coder" in a.id)}.values()
 )

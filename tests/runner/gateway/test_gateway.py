@@ -576,6 +576,23 @@ def test_2xx_without_usage_makes_the_totals_unknown(tmp_path: Path):
         assert fields["tokens_in"] is None and fields["tokens_out"] is None
 
 
+def test_a_chat_body_whose_finish_reason_is_error_is_a_fault_and_one_without_is_a_step(
+    tmp_path: Path,
+):
+    """As the built-in agent's client counts the bodies it reads (both sides are checked
+    alike on generated bodies in tests/runner/test_provider_faults.py)."""
+    failed = {"choices": [{"message": {"content": ""}, "finish_reason": "error"}], "usage": {}}
+    finished = {"choices": [{"message": {"content": "x"}}], "usage": CHAT_JSON["usage"]}
+    with gateway(tmp_path) as g:
+        for body in (failed, finished):
+            g.upstream.answers.append(Answer(body=json.dumps(body).encode()))
+            assert g.post("/v1/chat/completions", REQUEST)[0].status == 200
+        stats = g.gateway.stats()
+    assert (stats.requests, stats.steps, stats.provider_faults, stats.tokens_in) == (2, 1, 1, 11)
+    assert (stats.interrupted_calls, stats.unrecovered_faults) == (0, 0)
+    assert g.events()[1]["reply"] == {"error": "finish_reason is error"}
+
+
 def test_only_model_endpoints_are_forwarded_with_the_key(tmp_path: Path):
     with gateway(tmp_path) as g:
         for target in ("/v1/files", "/v1/batches", "/v1/fine_tuning/jobs", "/v1/models/a/b"):

@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.gateway import GatewayStats, ProviderGateway
-from runner.gateway.call_outcomes import CallLedger, CallOutcome
 from runner.gateway.request_rate import RequestRate
 from runner.scripted_provider import (
     ANTHROPIC_MESSAGES,
@@ -412,33 +411,3 @@ def test_counts_and_unrecovered_faults_follow_the_rule(
     assert [e.split(":")[0] for e in stats.fault_evidence] == (
         [f"call {n}" for n in numbers] if trailing else []
     )
-
-
-@settings(max_examples=200, deadline=None)  # 200 generated orders, pure Python: ~0.5 s
-@given(
-    st.lists(st.booleans(), min_size=1, max_size=12).flatmap(
-        lambda faults: st.tuples(st.just(faults), st.permutations(range(len(faults))))
-    )
-)
-def test_the_ledger_finds_the_trailing_faults_whatever_order_calls_end_in(
-    case: tuple[list[bool], list[int]],
-) -> None:
-    """Calls overlap (a CLI's side requests): they end in any order, and the run of faults
-    is still counted back from the last call started, stopping at one in flight."""
-    faults, order = case
-    ledger = CallLedger()
-    numbers = [ledger.start() for _ in faults]
-    ended: set[int] = set()
-    for index in order:
-        outcome = CallOutcome("fault", "HTTP 503") if faults[index] else CallOutcome("step")
-        ledger.end(numbers[index], outcome)
-        ended.add(index)
-        run = 0
-        for i in reversed(range(len(faults))):  # the rule, naively
-            if i not in ended or not faults[i]:
-                break
-            run += 1
-        count, evidence = ledger.unrecovered()
-        assert count == run
-        first = len(faults) - min(run, 5) + 1
-        assert evidence == tuple(f"call {n}: HTTP 503" for n in range(first, len(faults) + 1))

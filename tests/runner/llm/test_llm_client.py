@@ -119,16 +119,16 @@ ERROR_200 = {
 FINISH_ERROR = {
     "choices": [{"message": {"content": ""}, "finish_reason": "error", "error": {"message": "x"}}]
 }
-NO_FINISH = {"choices": [{"message": {"role": "assistant", "content": "half"}}]}
 
 
 @pytest.mark.parametrize(
     ("reply", "interrupted", "fault", "failed"),
     [
-        # an error event in place of the completion: no terminal event, its tokens failed
+        # an error event in place of the completion: a complete body, so it ended (not
+        # interrupted); its tokens failed
         (
             http(200, json.dumps(ERROR_200).encode()),
-            1,
+            0,
             "error event in a 200 reply (502)",
             (40, 5),
         ),
@@ -139,11 +139,12 @@ NO_FINISH = {"choices": [{"message": {"role": "assistant", "content": "half"}}]}
             "error event in a 200 reply",
             (0, 0),
         ),
+        # a complete JSON object that is no completion
         (
-            http(200, json.dumps(NO_FINISH).encode()),
+            http(200, json.dumps({"id": "x", "usage": ERROR_200["usage"]}).encode()),
             1,
             "reply cut by the provider before its end",
-            (0, 0),
+            (40, 5),
         ),
         # close-delimited and cut: only the broken JSON tells
         (
@@ -178,6 +179,17 @@ def test_a_provider_fault_is_counted_with_its_evidence(serve, reply, interrupted
         c.complete(BODY, time.monotonic() + 30)
     assert counts(c) == (1, 0, 1, interrupted, 0, failed)
     assert c.calls.unrecovered() == (1, (f"call 1: {fault}",))
+
+
+@pytest.mark.parametrize("finish", [{}, {"finish_reason": None}, {"finish_reason": "length"}])
+def test_a_complete_body_is_a_step_whatever_its_finish_reason_but_error(serve, finish):
+    """As the gateway counts the JSON bodies it forwards (tests/runner/test_provider_faults.py
+    checks both sides agree on any body)."""
+    choice = {"message": {"role": "assistant", "content": "half"}, **finish}
+    body = json.dumps({**COMPLETION, "choices": [choice]}).encode()
+    c = client(serve(http(200, body)).base_url)
+    assert c.complete(BODY, time.monotonic() + 30)["choices"] == [choice]
+    assert counts(c) == (1, 1, 0, 0, 7, (0, 0))
 
 
 def test_an_unreachable_provider_is_a_fault_and_no_call_was_interrupted():
@@ -238,7 +250,7 @@ REPLIES = {
     "503": (http(503, b"{}"), (False, "HTTP 503", False)),
     "error in 200": (
         http(200, json.dumps(ERROR_200).encode()),
-        (False, "error event in a 200 reply (502)", True),
+        (False, "error event in a 200 reply (502)", False),
     ),
     "close cut": (
         http(200, BODY_OK[:25]),
