@@ -166,6 +166,9 @@ class ReplyParser:
         for choice in event.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
+            if choice.get("error") or choice.get("finish_reason") == "error":
+                # an error event, as in a complete body (_json_body): never a step
+                self._set_error({"error": choice.get("error") or "finish_reason is error"})
             delta = choice.get("delta") or {}
             self._add_text(delta.get("content"))
             for call in delta.get("tool_calls") or []:

@@ -1066,3 +1066,19 @@ def test_a_stream_the_attempts_end_cuts_is_interrupted_not_a_fault(tmp_path: Pat
     assert (stats.interrupted_calls, stats.failed_tokens_in, stats.failed_tokens_out) == (1, 11, 1)
     assert (stats.tokens_in, stats.unrecovered_faults, stats.fault_evidence) == (0, 0, ())
     assert g.events()[-2]["interrupted"] == "stopped"
+
+
+def test_a_streamed_chat_chunk_finishing_with_error_is_an_error_event():
+    """As a complete body with finish_reason "error" is (runner.provider_faults): a fault."""
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"content": "partial"}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]},
+    ]
+    stream = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    parser = ReplyParser("openai-chat", event_stream=True)
+    parser.feed(stream + b"data: [DONE]\n\n")
+    reply = parser.finish()
+    assert reply.error is not None and reply.terminal
+    plain = ReplyParser("openai-chat", event_stream=True)
+    plain.feed(stream.replace(b'"error"', b'"stop"') + b"data: [DONE]\n\n")
+    assert plain.finish().error is None
