@@ -16,23 +16,13 @@ import pytest
 
 from runner.agent_check import point_at
 from runner.clis import find_installed
-from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.registry import list_agents
 from runner.scripted_provider import ScriptedProvider, error, hang, repeat, solve_task_script
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
+from tests.support.cli_agents import CLI_AGENTS, KEY_ENV, ONE_PER_CLI, TASK
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
-
-TASK = "bank-customer-churn-ict-u-ai"
-KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"
-CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command"]
-# One agent per CLI: the paper's models share a template, so one of each harness is enough
-# (the Qwen3-Coder one, which every template has).
-ONE_PER_CLI = list(
-    {a.harness: a for a in sorted(CLI_AGENTS, key=lambda a: "qwen3-coder" in a.id)}.values()
-)
 
 
 def installed(agent: AgentSpec) -> AgentSpec:

@@ -20,9 +20,7 @@ import pytest
 
 from runner.agent_check import point_at
 from runner.clis import find_installed
-from runner.config import REPO_ROOT
 from runner.records import RunRecord
-from runner.registry import list_agents
 from runner.scripted_provider import (
     ReceivedRequest,
     ScriptedProvider,
@@ -37,15 +35,10 @@ from runner.scripted_provider import (
 )
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
+from tests.support.cli_agents import KEY_ENV, ONE_PER_CLI, TASK
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 
-TASK = "bank-customer-churn-ict-u-ai"
-KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"
-CLI_AGENTS = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command"]
-ONE_PER_CLI = list(
-    {a.harness: a for a in sorted(CLI_AGENTS, key=lambda a: "qwen3-coder" in a.id)}.values()
-)
 TEXT = "Let me look at the data first, then fit a baseline model on it. " * 2
 
 #: The faults a walk can hold: name -> the step (usage is what a complete reply would report).
