@@ -139,7 +139,7 @@ def graded_constant_submission(task: TaskSpec, prepared: PreparedTask, tmp_path:
     return grade_submission(path, task, load_answers(prepared.answers_path, task)).score
 
 
-@pytest.mark.parametrize("task_id", [t.id for t in list_tasks(REPO_ROOT / "tasks")])
+@pytest.mark.parametrize("task_id", list_tasks(REPO_ROOT / "tasks").ids)
 def test_the_trivial_score_is_the_graded_score_of_the_training_mean(paths, tmp_path, task_id):
     """The floor the primary points are anchored at: preparation stores it in private/meta.json
     (never public/), and it is exactly what the grader gives the trivial submission."""
