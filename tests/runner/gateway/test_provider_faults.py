@@ -31,6 +31,7 @@ from runner.scripted_provider import (
     OPENAI_RESPONSES,
     PROTOCOLS,
     ScriptedProvider,
+    ScriptEntry,
     Step,
     cut,
     error,
@@ -329,7 +330,18 @@ KINDS = (
 FAULTS = {"429", "429 retry-after", "5xx", "error event", "close cut", "chunked cut"}
 
 
-def step_for(kind: str) -> Step | None:
+def step_for(kind: str, client_left: threading.Semaphore) -> ScriptEntry | None:
+    """The provider's answer to a call of ``kind`` (None: the gateway answers it itself).
+
+    A client cut is answered only once the client has left (``client_left``), however loaded
+    the machine: a reply written before the client closes reaches it whole, a step."""
+
+    def after_the_client_left(_: object) -> Step:
+        client_left.acquire(timeout=20)
+        return reply("too late", usage=(100, 10))
+
+    if kind == "client cut":
+        return after_the_client_left
     return {
         "step": reply("ok", usage=(100, 10)),
         "429": error(429),
@@ -338,7 +350,6 @@ def step_for(kind: str) -> Step | None:
         "error event": stream_error(TEXT, usage=(100, 10), status=529),
         "close cut": cut(TEXT, usage=(100, 10), framing="close"),
         "chunked cut": cut(TEXT, usage=(100, 10), framing="chunked"),
-        "client cut": reply("too late", usage=(100, 10), delay=0.2),
     }.get(kind)
 
 
@@ -367,14 +378,16 @@ def test_counts_and_unrecovered_faults_follow_the_rule(
     tmp_path_factory: pytest.TempPathFactory, protocol: str, kinds: list[str], budget_cut: bool
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("rule")
-    script = [s for k in kinds if (s := step_for(k)) is not None]
+    left = threading.Semaphore(0)
+    script = [s for k in kinds if (s := step_for(k, left)) is not None]
     if budget_cut:
         script.append(hang(30))
     with behind_gateway(tmp_path, script, protocol) as (gateway, _):
         gateway._rate = ScriptedRate([k == "rate limited" for k in kinds] + [False])
         for kind in kinds:
             post(gateway.socket_path, protocol, stream=True, leave=kind == "client cut")
-            if kind == "client cut":  # wait until the gateway has met the client's leaving
+            if kind == "client cut":  # closed: the provider answers, the gateway meets the leaving
+                left.release()
                 forwarded = sum(k != "rate limited" for k in kinds[: kinds.index(kind) + 1])
                 wait_for(gateway, forwarded)
         if budget_cut:
