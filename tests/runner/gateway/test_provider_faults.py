@@ -324,7 +324,9 @@ KINDS = (
     "error event",
     "close cut",
     "chunked cut",
-    "client cut",
+    # "client cut" is left out: whether a reply written as the client closes reached it whole
+    # (a step) or not (a cut) is a race on a loaded machine (seen in CI); a client's cut is
+    # never a fault either way, which the deterministic client-cut tests pin.
     "rate limited",
 )
 FAULTS = {"429", "429 retry-after", "5xx", "error event", "close cut", "chunked cut"}
