@@ -3,14 +3,16 @@
 Every page shows a contracted dbt model (dbt_project/models/display/ for what the dashboard
 alone needs, the marts otherwise), read here with a plain select and a WHERE for the filters:
 the badges, labels and counts are computed by dbt, never here. A query takes an open read-only
-connection to the snapshot (``open_snapshot``; the pages keep one per snapshot file) and runs on
-a cursor of its own, so concurrent sessions may share the connection.
+connection to the snapshot (``open_snapshot``; the pages read the newest one through a
+``SnapshotReader``) and runs on a cursor of its own, so concurrent sessions may share the
+connection.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,7 +103,10 @@ def snapshot_path(environ: dict[str, str] | None = None) -> Path:
     return _published_snapshot_path(warehouse_path(env))
 
 
-def snapshot_identity(path: Path) -> tuple[int, int, int, int] | None:
+Identity = tuple[int, int, int, int]  # (device, inode, mtime in ns, size) of a snapshot file
+
+
+def snapshot_identity(path: Path) -> Identity | None:
     """Which file ``path`` is now (device, inode, mtime, size); None when there is none. A newly
     published snapshot replaces the file (warehouse/snapshot.py), so its identity changes."""
     try:
@@ -111,21 +116,84 @@ def snapshot_identity(path: Path) -> tuple[int, int, int, int] | None:
     return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
 
 
+SNAPSHOT_CATALOG = "snapshot"  # the name the snapshot file is attached under (open_snapshot)
+
+
 def open_snapshot(path: Path) -> duckdb.DuckDBPyConnection | None:
-    """A read-only connection to the snapshot; None when there is no such file or it is not a
-    DuckDB database."""
+    """A read-only connection to the snapshot file at ``path`` now; None when there is no such
+    file or it is not a DuckDB database.
+
+    The file is attached to a database of the connection's own (in memory) rather than opened
+    with ``duckdb.connect(path)``: DuckDB's Python client keeps one database instance per file
+    path and process, and while any connection to it is open (another session's, a cursor),
+    ``connect(path)`` returns that instance, which still reads the file it opened first, not the
+    one a publish swapped in since. An attached file is opened anew each time. Queries run on
+    ``_cursor``s, which use the snapshot's catalog as ``use`` here does for this connection.
+    """
     if not Path(path).is_file():
         return None
+    con = duckdb.connect()  # ":memory:": a new database instance, never a cached one
     try:
-        return duckdb.connect(str(path), read_only=True)
+        quoted = str(path).replace("'", "''")
+        con.execute(f"attach '{quoted}' as {SNAPSHOT_CATALOG} (read_only)")
+        con.execute(f"use {SNAPSHOT_CATALOG}")
     except duckdb.Error:
+        con.close()
         return None
+    return con
+
+
+def _cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A connection of its own to ``con``'s database (safe across threads), reading the snapshot:
+    ``use`` is per connection, and a cursor starts in the in-memory catalog."""
+    cursor = con.cursor()
+    try:
+        cursor.execute(f"use {SNAPSHOT_CATALOG}")
+    except BaseException:
+        cursor.close()
+        raise
+    return cursor
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot file as it was when opened: its identity then, and a read-only connection to it
+    (None when there is no readable file). The connection may hold a newer file than the identity
+    says (one published between the stat and the open), never an older one."""
+
+    identity: Identity | None
+    connection: duckdb.DuckDBPyConnection | None
+
+
+class SnapshotReader:
+    """The newest snapshot at one path, for every session of the dashboard's process.
+
+    ``current()`` looks at the file's identity each time and opens a new connection when it
+    changed (a publish swapped a new file in), so the next query reads the new snapshot. The
+    previous connection is dropped, never closed here: another session's page may be running a
+    query on it (closing a DuckDB connection closes its cursors under their queries). It closes,
+    and the replaced file's disk space is freed, when the last query holding it returns, so at
+    most one connection per query in flight outlives its snapshot.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()  # one open per new snapshot, however many sessions ask
+        self._current = Snapshot(None, None)
+
+    def current(self) -> Snapshot:
+        identity = snapshot_identity(self.path)  # before opening: the connection is never older
+        with self._lock:
+            if identity != self._current.identity:
+                connection = open_snapshot(self.path) if identity is not None else None
+                self._current = Snapshot(identity, connection)
+            return self._current
 
 
 def _read(
     con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None
 ) -> pd.DataFrame:
-    cursor = con.cursor()  # a connection of its own to the same database: safe across threads
+    cursor = _cursor(con)
     try:
         return cursor.execute(sql, params or []).df()
     finally:
@@ -437,7 +505,7 @@ def run_record(con: duckdb.DuckDBPyConnection, run_space: str, run_id: str) -> d
     """One attempt's full row of raw.runs (every record field, NULL as None), or {} if it is not
     there. Fetched as a Python row: a one-row DataFrame of its ~70 columns costs more than the
     query (~0.1 s)."""
-    cursor = con.cursor()
+    cursor = _cursor(con)
     try:
         cursor.execute(
             "select * from raw.runs where run_space = ? and run_id = ?", [run_space, run_id]

@@ -1,14 +1,20 @@
 """tmlbench dashboard: the router (the Streamlit script ``app/streamlit_app.py`` serves).
 
 It draws the global filters in the sidebar (their values live in ``st.session_state``, so
-they stay set across pages) and runs the chosen page.
+they stay set across pages), the notice that a newer snapshot was published above every page,
+and runs the chosen page.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.app_pages._common import has_runs, sidebar_filters, snapshot_path
+from app.app_pages._common import (
+    has_runs,
+    newer_snapshot_notice,
+    sidebar_filters,
+    snapshot_path,
+)
 
 st.set_page_config(page_title="tmlbench", layout="wide")
 
@@ -27,6 +33,7 @@ pages = [
 ]
 page = st.navigation(pages)
 path = snapshot_path()
+newer_snapshot_notice(path)
 if has_runs(path):
     sidebar_filters(path)
 page.run()

@@ -3,6 +3,7 @@ and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 
@@ -85,36 +86,36 @@ def literal(text: object, limit: int | None = 300) -> str:
     return f"{fence} {value} {fence}"
 
 
-# --- the snapshot: one read-only connection per snapshot file, query results cached ------------
+# --- the snapshot: the newest one's connection, query results cached per snapshot --------------
 # A snapshot is identified by its file (device, inode, mtime, size): publishing a new one
-# replaces the file, so the next page load opens it and stops using the old one. Evicted
-# connections are closed; a query runs on a cursor of its own (queries._read).
+# replaces the file, so the next query of any session opens it (queries.SnapshotReader) and its
+# results are cached under the new identity. A query runs on a cursor of its own (queries._read).
 
 
-def _close(con) -> None:
-    if con is not None:
-        con.close()
+@st.cache_resource(show_spinner=False)
+def _reader(path: str) -> queries.SnapshotReader:
+    return queries.SnapshotReader(Path(path))
 
 
-@st.cache_resource(max_entries=2, show_spinner=False, on_release=_close)
-def _connection(path: str, identity: tuple | None):
-    return queries.open_snapshot(Path(path))
+def current_snapshot(path: Path) -> queries.Snapshot:
+    """The newest snapshot at ``path``: its identity and its read-only connection."""
+    return _reader(str(path)).current()
 
 
 def connection(path: Path):
-    """The cached read-only connection to the snapshot at ``path`` (None when unreadable)."""
-    return _connection(str(path), queries.snapshot_identity(path))
+    """The read-only connection to the newest snapshot at ``path`` (None when unreadable)."""
+    return current_snapshot(path).connection
 
 
 @st.cache_data(max_entries=CACHED_RESULTS, show_spinner=False)
-def _query(name: str, path: str, identity: tuple | None, *args, **kwargs):
-    # identity is part of the key: a newly published snapshot is read at once
-    return getattr(queries, name)(_connection(path, identity), *args, **kwargs)
+def _query(name: str, path: str, identity: tuple | None, _con, *args, **kwargs):
+    # keyed on the identity, not on _con (never hashed): a newly published snapshot is read at once
+    return getattr(queries, name)(_con, *args, **kwargs)
 
 
 @st.cache_data(max_entries=CACHED_RESULTS, show_spinner=False)
-def _has_runs(path: str, identity: tuple | None) -> bool:
-    return queries.has_runs(_connection(path, identity))
+def _has_runs(path: str, identity: tuple | None, _con) -> bool:
+    return queries.has_runs(_con)
 
 
 def snapshot_path() -> Path:
@@ -122,7 +123,8 @@ def snapshot_path() -> Path:
 
 
 def has_runs(path: Path) -> bool:
-    return _has_runs(str(path), queries.snapshot_identity(path))
+    snapshot = current_snapshot(path)
+    return _has_runs(str(path), snapshot.identity, snapshot.connection)
 
 
 def snapshot_or_stop() -> Path:
@@ -141,7 +143,8 @@ def snapshot_or_stop() -> Path:
 def query(name: str, path: Path, *args, **kwargs):
     """``queries.<name>(connection, *args, **kwargs)`` on the snapshot at ``path``, cached until
     a new snapshot is published."""
-    return _query(name, str(path), queries.snapshot_identity(path), *args, **kwargs)
+    snapshot = current_snapshot(path)
+    return _query(name, str(path), snapshot.identity, snapshot.connection, *args, **kwargs)
 
 
 def sidebar_filters(path: Path) -> None:
@@ -274,4 +277,48 @@ def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> Non
 
 
 def footer(path: Path) -> None:
-    st.caption(f"Snapshot: {literal(path, None)} · read again as soon as a new one is published")
+    published = published_at(current_snapshot(path).identity)
+    st.caption(
+        f"Snapshot: {literal(path, None)}, published {published} · read again as soon as a new "
+        f"one is published: the page offers it at the top within {NEWER_SNAPSHOT_EVERY} s, and "
+        "any click shows it"
+    )
+
+
+# --- a newer snapshot than the page shows ---------------------------------------------------------
+NEWER_SNAPSHOT_EVERY = 5  # seconds between an open page's looks at the snapshot file (one stat)
+
+
+def published_at(identity: tuple | None) -> str:
+    """When the snapshot file of ``identity`` was published (its mtime), in UTC."""
+    if identity is None:
+        return "never"
+    moment = dt.datetime.fromtimestamp(identity[2] / 1e9, dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def newer_snapshot_notice(path: Path) -> None:
+    """Offer a newer snapshot than the one this run reads, as soon as one is published, while
+    the page stays open (app/router.py draws it above every page). Any rerun reads the newest
+    snapshot already; this tells a reader who is not clicking that there is one."""
+    _newer_snapshot_notice(path, current_snapshot(path).identity)
+
+
+@st.fragment(run_every=NEWER_SNAPSHOT_EVERY)
+def _newer_snapshot_notice(path: Path, shown: tuple | None) -> None:
+    # a fragment reruns with the arguments of the full run that drew it: ``shown`` stays the
+    # identity of the snapshot the page was drawn from until the page itself reruns
+    now = queries.snapshot_identity(path)
+    if now is None or now == shown:
+        return
+    drawn_from = (
+        f"this page shows the one published at {published_at(shown)}"
+        if shown is not None
+        else "this page was drawn before there was one"
+    )
+    st.info(
+        f"A newer snapshot was published at {published_at(now)}; {drawn_from}.",
+        icon=":material/update:",
+    )
+    if st.button("Show the new snapshot", key="newer_snapshot", type="primary"):
+        st.rerun()  # the whole page, not just this fragment: it reads the new snapshot

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
@@ -437,3 +438,33 @@ def test_literal_survives_backticks_and_line_breaks():
         kinds = [c.type for c in tokens[1].children]
         assert kinds == ["text", "code_inline", "text"], (text, kinds)
     assert literal("") == "" and literal(None) == ""
+
+
+def _cells(at: AppTest) -> set[str]:
+    return {str(v) for frame in at.dataframe for v in frame.value.to_numpy().ravel()}
+
+
+def test_router_reads_a_newly_published_snapshot_on_its_next_run(
+    app_snapshot: Path, tmp_path: Path, monkeypatch
+):
+    """A session's next run reads the snapshot published since its last, with the first one's
+    connection still held in the process (queries.SnapshotReader; the cached query results are
+    keyed on the snapshot file's identity)."""
+    path = tmp_path / "snapshot.duckdb"
+    staging = tmp_path / "staging.duckdb"
+    staging.write_bytes(app_snapshot.read_bytes())
+    with duckdb.connect(str(staging)) as writer:  # an older state: before beta's runs
+        tables = writer.execute(
+            "select table_schema, table_name from information_schema.columns "
+            "where column_name = 'agent_id'"
+        ).fetchall()
+        for schema, table in tables:
+            writer.execute(f'delete from "{schema}"."{table}" where agent_id = \'beta\'')
+    staging.replace(path)
+    at = _run("router.py", path, monkeypatch)
+    assert "alpha" in _cells(at) and "beta" not in _cells(at)
+    staging.write_bytes(app_snapshot.read_bytes())
+    staging.replace(path)  # published as publish_snapshot does: a new file swapped in
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {"alpha", "beta"} <= _cells(at)

@@ -3,13 +3,17 @@ dbt and the publish step, as the pipeline runs them)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hyp
 
 from app import queries, run_files
 from runner.records import STATUSES
@@ -401,3 +405,83 @@ def test_run_source_fields_as_rows():
     assert run_files.run_source_fields({"source_fields": "not json"}).values.tolist() == [
         ["(value)", "not json"]
     ]
+
+
+# --- the newest snapshot: queries.SnapshotReader -----------------------------------------------
+
+
+def _publish_tiny(path: Path, version: int) -> None:
+    """Publish a one-row snapshot whose only suite is ``s<version>`` the way publish_snapshot
+    does: a new file written beside the old one, then swapped in."""
+    staging = path.with_name(f".{path.name}.tmp")
+    with duckdb.connect(str(staging)) as writer:
+        writer.execute("create schema display")
+        writer.execute(f"create table display.filter_options as select 's{version}' as suite_id")
+    staging.replace(path)
+
+
+def _open_files(path: Path) -> int:
+    """How many of this process's file descriptors are on a snapshot file once at ``path``
+    (the current one, or one a publish replaced since: ``<path> (deleted)``)."""
+    fds = Path("/proc/self/fd")
+    links = []
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            links.append(os.readlink(fd))
+    return sum(link in (str(path), f"{path} (deleted)") for link in links)
+
+
+def test_snapshot_reader_reads_a_newly_published_snapshot_while_the_old_one_is_open(
+    tmp_path: Path,
+):
+    """DuckDB's Python client keeps one database per path: while a connection to the old file
+    was open, a new ``duckdb.connect(path)`` returned the old snapshot."""
+    path = tmp_path / "snapshot.duckdb"
+    reader = queries.SnapshotReader(path)
+    assert reader.current() == queries.Snapshot(None, None)  # nothing published yet
+    _publish_tiny(path, 1)
+    old = reader.current()
+    assert reader.current() is old  # the same file: the same connection
+    assert queries.suites(old.connection) == ["s1"]
+    _publish_tiny(path, 2)
+    new = reader.current()
+    assert new.identity not in (None, old.identity)
+    assert queries.suites(new.connection) == ["s2"]
+    # a session still reading the old snapshot goes on reading it: not closed under its query
+    assert queries.suites(old.connection) == ["s1"]
+    assert _open_files(path) == 2
+    del old  # its last holder is done: the replaced file is closed
+    assert _open_files(path) == 1
+    path.unlink()
+    assert reader.current() == queries.Snapshot(None, None)
+
+
+# 25 generated sequences of up to 12 steps (publish a snapshot, hold the newest, drop one held):
+# about 2 s.
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=hyp.lists(hyp.sampled_from(["publish", "hold", "drop"]), max_size=12))
+def test_snapshot_reader_follows_publishes_and_keeps_no_old_snapshot_nobody_reads(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[str]
+):
+    """After every step the reader reads the newest publish; every snapshot a session still
+    holds reads what it read when opened; and the process has a file open for exactly the
+    snapshots someone holds (the reader's current one included): none piles up."""
+    path = tmp_path_factory.mktemp("snapshots") / "snapshot.duckdb"
+    reader = queries.SnapshotReader(path)
+    version = 0
+    held: list[tuple[int, queries.Snapshot]] = []  # (version read, snapshot) of other sessions
+    for step in ["publish", *steps]:
+        if step == "publish":
+            version += 1
+            _publish_tiny(path, version)
+        elif step == "hold":
+            held.append((version, reader.current()))
+        elif held:
+            held.pop(0)
+        current = reader.current()
+        assert queries.suites(current.connection) == [f"s{version}"]
+        assert [queries.suites(s.connection) for _, s in held] == [[f"s{v}"] for v, _ in held]
+        alive = {id(s.connection) for s in [current, *(s for _, s in held)]}
+        assert _open_files(path) == len(alive), (steps, step)
