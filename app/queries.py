@@ -182,8 +182,8 @@ class SnapshotReader:
         self._current = Snapshot(None, None)
 
     def current(self) -> Snapshot:
-        identity = snapshot_identity(self.path)  # before opening: the connection is never older
-        with self._lock:
+        with self._lock:  # the stat too: sessions see the file's identities in the order they came
+            identity = snapshot_identity(self.path)  # before opening: the connection is never older
             if identity != self._current.identity:
                 connection = open_snapshot(self.path) if identity is not None else None
                 self._current = Snapshot(identity, connection)

@@ -1,5 +1,5 @@
 """Shared page helpers: the snapshot, cached queries, global filters, the empty state, CSVs,
-and the one way to show text that an agent controls."""
+the notice of a newer snapshot, and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
@@ -280,8 +280,8 @@ def footer(path: Path) -> None:
     published = published_at(current_snapshot(path).identity)
     st.caption(
         f"Snapshot: {literal(path, None)}, published {published} · read again as soon as a new "
-        f"one is published: the page offers it at the top within {NEWER_SNAPSHOT_EVERY} s, and "
-        "any click shows it"
+        f"one is published: an open page offers it at the top within {NEWER_SNAPSHOT_EVERY} s, "
+        "and shows it on its next interaction"
     )
 
 

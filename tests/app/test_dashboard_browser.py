@@ -312,3 +312,46 @@ def test_run_explorer_shows_agent_text_as_text(browser, app_url: str) -> None:
         )
     finally:
         page.close()
+
+
+def test_an_open_page_offers_and_then_shows_a_newly_published_snapshot(
+    browser, snapshot: Path, app_snapshot: Path, tmp_path: Path
+) -> None:
+    """The dashboard is opened on the demo baselines' snapshot; then the pipeline publishes over
+    a warehouse with other data (app_snapshot's: agents alpha, beta, gamma and a suite "other").
+    Without a click, the open page says a newer snapshot is there and offers it; its button
+    reruns the page, which then shows the new agents; the same Streamlit process throughout."""
+    live = tmp_path / "live.snapshot.duckdb"
+    publish_snapshot(snapshot.with_name("warehouse.duckdb"), live)
+    with streamlit_server(APP, live, tmp_path / "streamlit.log") as base:
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        try:
+            page.goto(base, wait_until="domcontentloaded")
+            page.get_by_text("baseline-gbm", exact=True).first.wait_for(
+                state="attached", timeout=RENDER_TIMEOUT_MS
+            )
+            wait_until_drawn(page)
+            notice = page.get_by_text("A newer snapshot was published")
+            assert notice.count() == 0
+            assert page.get_by_text("alpha", exact=True).count() == 0
+
+            publish_snapshot(app_snapshot.with_name("warehouse.duckdb"), live)
+            notice.wait_for(timeout=RENDER_TIMEOUT_MS)  # the page looks every few seconds
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "newer_snapshot_notice.png"))
+            # offered, not forced: the page still shows what it was drawn from
+            assert page.get_by_text("baseline-gbm", exact=True).count() >= 1
+            assert page.get_by_text("alpha", exact=True).count() == 0
+
+            page.get_by_role("button", name="Show the new snapshot").click()
+            page.get_by_text("alpha", exact=True).first.wait_for(
+                state="attached", timeout=RENDER_TIMEOUT_MS
+            )
+            wait_until_drawn(page)
+            assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
+            assert page.get_by_text("beta", exact=True).count() >= 1
+            assert page.get_by_text("baseline-gbm", exact=True).count() == 0
+            assert notice.count() == 0
+            page.screenshot(path=str(ARTIFACTS / "newer_snapshot_shown.png"), full_page=True)
+        finally:
+            page.close()
