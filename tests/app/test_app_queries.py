@@ -456,12 +456,12 @@ def test_snapshot_reader_reads_a_newly_published_snapshot_while_the_old_one_is_o
     assert reader.current() == queries.Snapshot(None, None)
 
 
-# 25 generated sequences of up to 12 steps (publish a snapshot, hold the newest, drop one held):
-# about 2 s.
+# 15 generated sequences of up to 8 steps (publish a snapshot, hold the newest, drop one held):
+# a publish writes a DuckDB file and a new snapshot is opened (~50 ms each), so about 3 s.
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(steps=hyp.lists(hyp.sampled_from(["publish", "hold", "drop"]), max_size=12))
+@given(steps=hyp.lists(hyp.sampled_from(["publish", "hold", "drop"]), max_size=8))
 def test_snapshot_reader_follows_publishes_and_keeps_no_old_snapshot_nobody_reads(
     tmp_path_factory: pytest.TempPathFactory, steps: list[str]
 ):
