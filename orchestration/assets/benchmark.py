@@ -128,10 +128,10 @@ def _agent_runs_asset(
                     )
             run = runner.run(keys, on_progress=on_progress)
         except RunRefused as exc:  # a fault every attempt would hit: no attempt started
-            raise dg.Failure(
+            raise dg.Failure(  # from None: its cause would repeat the message under a traceback
                 description=str(exc),
                 metadata={"refused_settings": [str(_partition(k)) for k in exc.settings]},
-            ) from exc
+            ) from None
         except TmlbenchError as exc:  # e.g. unknown settings: nothing ran
             raise dg.Failure(str(exc)) from exc
         metadata = _runs_metadata(run)

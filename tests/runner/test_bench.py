@@ -15,8 +15,8 @@ from runner.errors import SpecError, TmlbenchError
 from runner.preflight import RunRefused
 from runner.prepare import prepared_task
 from runner.records import RunRecord, load_records, write_record
-from runner.resumptions import RESUMPTIONS_FILE
 from runner.registry import load_suite
+from runner.resumptions import RESUMPTIONS_FILE
 from runner.run_folder import HARNESS_DIED
 from runner.sandbox import get_sandbox
 from runner.scheduling import AttemptDone, CpuPool, run_settings
@@ -371,7 +371,9 @@ def test_bench_says_which_setting_stopped_at_the_harness_error_ceiling(cli_env, 
     key = f"baseline-constant|{BANK}|30"
     assert f"{key} (profile standard) stopped at the harness-error ceiling" in out
     assert "2 harness_error attempts (suite broken, harness_error_ceiling: 2)" in out
-    assert "harness_error.txt" in out and f"resume it: `tmlbench resume --suite broken '{key}'`" in out
+    assert (
+        "harness_error.txt" in out and f"resume it: `tmlbench resume --suite broken '{key}'`" in out
+    )
     assert "suite's file" not in out  # recovering is an action, never an edit of the suite file
     assert all(r.run_id in out for r in records) and "cannot be read as a CSV" in out
 

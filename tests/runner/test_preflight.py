@@ -52,7 +52,9 @@ def fault_lines(exc: RunRefused) -> list[str]:
 
 
 def test_an_unprepared_task_is_one_line_for_all_its_settings(paths: Paths):
-    spec = suite(tasks=[BANK, S6E1], agents=["baseline-constant", "baseline-linear"], budgets=[30, 60])
+    spec = suite(
+        tasks=[BANK, S6E1], agents=["baseline-constant", "baseline-linear"], budgets=[30, 60]
+    )
     bench = Bench(spec, paths, get_sandbox("process"))
     bench.prepare([BANK])  # S6E1 stays unprepared
     exc = refused(bench)
@@ -105,7 +107,9 @@ def test_an_untrusted_agent_on_a_backend_that_does_not_isolate(paths: Paths, mon
     bench.prepare()
     (line,) = fault_lines(refused(bench))
     assert "the process backend does not isolate it" in line
-    assert line.endswith("use `--backend bwrap`, or pass `--unsafe-no-isolation` to accept the risk")
+    assert line.endswith(
+        "use `--backend bwrap`, or pass `--unsafe-no-isolation` to accept the risk"
+    )
     unsafe = Bench(suite(agents=[KILO]), paths, get_sandbox("process"), allow_unsafe=True)
     unsafe.preflight(unsafe.settings)  # accepted: nothing to refuse
 
