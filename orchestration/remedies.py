@@ -13,7 +13,7 @@ from pydantic import Field
 from orchestration.partitions import settings_partition_key
 from orchestration.suites import SuiteFile
 from runner.preflight import Fault
-from runner.settings import Setting
+from runner.settings import Setting, parse_setting_key
 
 
 class AgentRunsConfig(dg.Config):
@@ -70,3 +70,7 @@ class DagsterRemedies:
             f"{partition} with the launch config `resume_stopped: true` (Materialize ▾ → Open "
             f"launchpad; or `tmlbench resume --suite {self.suite_file.stem} '{setting.key}'`)"
         )
+
+    def setting_name(self, key: str) -> str:
+        """The setting's ``agent_runs`` partition, as the UI lists it."""
+        return f"partition {settings_partition_key(*parse_setting_key(key))}"

@@ -61,6 +61,10 @@ class Remedies(Protocol):
         """How to resume a setting stopped at a fault ceiling once its fault is fixed."""
         ...
 
+    def setting_name(self, key: str) -> str:
+        """A setting as the front end shows it (its key ``agent|task|budget``, a partition)."""
+        ...
+
 
 @dataclass(frozen=True)
 class CliRemedies:
@@ -88,6 +92,9 @@ class CliRemedies:
             f"`tmlbench resume --suite {self.suite_id} '{setting.key}'` "
             f"(then `tmlbench bench --suite {self.suite_id}`)"
         )
+
+    def setting_name(self, key: str) -> str:
+        return key
 
 
 @dataclass
@@ -117,7 +124,11 @@ def refusal_message(suite_id: str, refusals: list[Refusal], remedies: Remedies) 
     n = len({key for r in refusals for key in r.settings})
     lines = [f"suite {suite_id}: {n} setting(s) cannot run, so no attempt was started:"]
     for r in refusals:
-        which = r.settings[0] if len(r.settings) == 1 else f"{len(r.settings)} settings"
+        which = (
+            remedies.setting_name(r.settings[0])
+            if len(r.settings) == 1
+            else f"{len(r.settings)} settings"
+        )
         lines.append(f"- {r.fault.problem} ({which}): {remedies.fix(r.fault)}")
     return "\n".join(lines)
 

@@ -130,7 +130,11 @@ def _agent_runs_asset(
         except RunRefused as exc:  # a fault every attempt would hit: no attempt started
             raise dg.Failure(  # from None: its cause would repeat the message under a traceback
                 description=str(exc),
-                metadata={"refused_settings": [str(_partition(k)) for k in exc.settings]},
+                metadata={
+                    "refused_settings": [
+                        str(settings_partition_key(*parse_setting_key(k))) for k in exc.settings
+                    ]
+                },
             ) from None
         except TmlbenchError as exc:  # e.g. unknown settings: nothing ran
             raise dg.Failure(str(exc)) from exc
@@ -168,11 +172,6 @@ def _bench(
         )
     except TmlbenchError as exc:
         raise dg.Failure(str(exc)) from exc
-
-
-def _partition(setting_key: str) -> dg.MultiPartitionKey:
-    agent_id, task_id, budget = parse_setting_key(setting_key)
-    return settings_partition_key(agent_id, task_id, budget)
 
 
 @dataclass
