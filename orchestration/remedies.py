@@ -60,6 +60,8 @@ class DagsterRemedies:
                 )
             case "too_many_cpus" | "agent_spec":
                 return "fix the spec file named"
+            case "sandbox_unavailable":
+                return "fix that, or set the `sandbox` resource's backend to another"
 
     def resume(self, setting: Setting) -> str:
         partition = settings_partition_key(

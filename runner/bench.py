@@ -142,6 +142,7 @@ class Bench:
             agents_dir=self.paths.agents_dir,
             clis_dir=self.paths.clis_dir,
             host_cpus=len(host_cpus()),
+            runs_dir=self.layout.runs_dir,
             allow_unsafe=self.allow_unsafe,
         )
         refusals = check.refusals(wanting)

@@ -38,6 +38,7 @@ FaultKind = Literal[
     "not_isolated",  # an untrusted agent on a backend that does not isolate
     "too_many_cpus",  # the agent wants more CPUs than the machine offers
     "agent_spec",  # the agent's spec names something that is not there (its code folder)
+    "sandbox_unavailable",  # the backend cannot run anything here (e.g. docker without root)
 ]
 
 
@@ -86,6 +87,8 @@ class CliRemedies:
                 return "use `--backend bwrap`, or pass `--unsafe-no-isolation` to accept the risk"
             case "too_many_cpus" | "agent_spec":
                 return "fix the spec file named"
+            case "sandbox_unavailable":
+                return "fix that, or choose another `--backend`"
 
     def resume(self, setting: Setting) -> str:
         return (
@@ -145,6 +148,7 @@ class Preflight:
         agents_dir: Path,
         clis_dir: Path | None,
         host_cpus: int,
+        runs_dir: Path,
         allow_unsafe: bool = False,
     ):
         self.prepared = prepared
@@ -153,8 +157,10 @@ class Preflight:
         self.clis_dir = clis_dir
         self.host_cpus = host_cpus
         self.allow_unsafe = allow_unsafe
+        self.runs_dir = runs_dir
         self._tasks: dict[str, list[Fault]] = {}
         self._agents: dict[str, list[Fault]] = {}
+        self._sandbox: list[Fault] | None = None
 
     def refusals(self, settings: Iterable[Setting]) -> list[Refusal]:
         """Every distinct fault of these settings, with the settings it stops (none: all clear)."""
@@ -171,7 +177,17 @@ class Preflight:
         agent = setting.agent
         if agent.id not in self._agents:
             self._agents[agent.id] = self._agent_faults(agent)
-        return [*self._tasks[task], *self._agents[agent.id], *self._cpu_faults(setting)]
+        if self._sandbox is None:  # asked once, and only if some setting wants attempts
+            problem = self.sandbox.problem(self.runs_dir)
+            self._sandbox = (
+                [Fault("sandbox_unavailable", self.sandbox.name, problem)] if problem else []
+            )
+        return [
+            *self._sandbox,
+            *self._tasks[task],
+            *self._agents[agent.id],
+            *self._cpu_faults(setting),
+        ]
 
     def _agent_faults(self, agent: AgentSpec) -> list[Fault]:
         faults = []

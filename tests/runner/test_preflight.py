@@ -161,3 +161,13 @@ def test_every_fault_kind_has_a_remedy():
     remedies = CliRemedies("demo")
     fixes = {kind: remedies.fix(Fault(kind, "x", "p")) for kind in get_args(FaultKind)}
     assert all(fixes.values()), fixes  # a kind without a remedy would say nothing to do
+
+
+def test_a_backend_that_cannot_run_anything_here(paths: Paths, monkeypatch):
+    docker = get_sandbox("docker")  # the engine and image are there
+    bench = Bench(suite(budgets=[30, 60]), paths, docker)
+    bench.prepare()
+    monkeypatch.setattr("runner.sandbox.docker.os.geteuid", lambda: 1000)  # a harness not root
+    (line,) = fault_lines(refused(bench))
+    assert "the docker backend hands the workspace to the sandbox user" in line
+    assert "(2 settings)" in line and line.endswith("fix that, or choose another `--backend`")
