@@ -28,10 +28,12 @@ class Resumption:
     forgiven: tuple[str, ...]  # run ids
     resumed_at: dt.datetime
     by: str  # what resumed it: a command, a Dagster run
+    suite_id: str | None = None  # the suite whose runs folder holds the log (for a reader)
 
     def to_json(self) -> str:
         return json.dumps(
             {
+                "suite_id": self.suite_id,
                 "setting": self.setting,
                 "forgiven": list(self.forgiven),
                 "resumed_at": self.resumed_at.isoformat(),

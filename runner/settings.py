@@ -282,7 +282,7 @@ class SettingOutcome:
             for r in self.records
             if r.status in RERUN_STATUSES and r.run_id not in self.forgiven
         )
-        return Resumption(self.setting.key, counted, now, by)
+        return Resumption(self.setting.key, counted, now, by, self.setting.suite_id)
 
     @property
     def stopped_at_harness_error_ceiling(self) -> bool:
