@@ -27,6 +27,7 @@ from tests.support.tmlbench_cli import tmlbench
 
 pytestmark = pytest.mark.sandbox
 BANK = "bank-customer-churn-ict-u-ai"
+S6E1 = "playground-series-s6e1"
 
 
 @pytest.fixture
@@ -86,6 +87,17 @@ def test_unknown_suite_and_task_errors_say_what_exists(cli_env):
     )
     result = tmlbench(cli_env, "tasks", "prepare", "no-such-task")
     assert result.returncode == 2 and "bank-customer-churn-ict-u-ai" in result.stdout
+
+
+def test_the_named_fix_prepares_a_suite_s_task_where_and_as_its_runs_read_it(cli_env, tmp_path):
+    """`tmlbench tasks prepare --suite`, what a refusal of an unprepared task names."""
+    result = tmlbench(cli_env, "tasks", "prepare", "--suite", "mini", BANK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = prepared_task(tmp_path / "data" / "mini", BANK)
+    assert data.exists() and data.private_meta()["source"]["rows"] == 400  # the suite's scale
+    assert not prepared_task(tmp_path / "data" / "mini", S6E1).exists()  # only the one named
+    every = tmlbench(cli_env, "tasks", "prepare", "--suite", "mini")  # no task: all of them
+    assert every.returncode == 0 and prepared_task(tmp_path / "data" / "mini", S6E1).exists()
 
 
 def test_bench_prepares_and_runs_the_settings_it_is_given(paths):
