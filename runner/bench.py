@@ -7,6 +7,7 @@ this module's: a run reports only what happened.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,10 +16,12 @@ from pathlib import Path
 from runner.attempt import AttemptContext, AttemptPlan, existing_record, run_attempt
 from runner.config import Paths
 from runner.errors import TmlbenchError
+from runner.preflight import CliRemedies, Preflight, Remedies, RunRefused
 from runner.prepare import prepare_twin
-from runner.prepared import PreparedTask, prepared_task, verify_public
+from runner.prepared import PreparedTask, prepared_task, public_problems, verify_public
 from runner.records import RunRecord
 from runner.registry import agent_code_dir, task_spec_sha256
+from runner.resumptions import Resumption, append_resumption, forgiven_run_ids
 from runner.sandbox import Sandbox
 from runner.scheduling import AttemptDone, CpuPool, default_workers, host_cpus, run_settings
 from runner.settings import Setting, SettingOutcome, SuiteLayout, suite_settings
@@ -29,7 +32,8 @@ class Bench:
     """One suite on this machine: where its data and runs live, its settings, and how to run them.
 
     ``sandbox`` is needed by ``run`` only; ``concurrency`` (attempts at once) defaults to the
-    suite's, else one attempt per CPU share of the host.
+    suite's, else one attempt per CPU share of the host. ``remedies`` words what to do about a
+    refused run or a stopped setting for the front end that started it (default: the CLI's).
     """
 
     def __init__(
@@ -40,12 +44,14 @@ class Bench:
         *,
         concurrency: int | None = None,
         allow_unsafe: bool = False,
+        remedies: Remedies | None = None,
     ):
         self.suite = suite
         self.paths = paths
         self.sandbox = sandbox
         self.concurrency = concurrency
         self.allow_unsafe = allow_unsafe
+        self.remedies = remedies or CliRemedies(suite.id)
         self.layout = SuiteLayout.of(suite, paths)
         self.settings = suite_settings(suite, paths)  # a broken agent or task spec fails here
 
@@ -81,15 +87,18 @@ class Bench:
     ) -> BenchRun:
         """Bring the named settings (default: all) to the suite's successes; see ``run_settings``.
 
-        One attempt's failure never stops the others; harness faults are in the result. Prepared
-        public files that do not match their manifest stop the run before any attempt starts; a
-        task that is not prepared at all becomes each of its attempts' ``harness_error``.
+        One attempt's failure never stops the others; harness faults are in the result. A fault
+        that every attempt of a setting would hit alike (``runner.preflight``: its task not
+        prepared or not matching its manifest, its agent's CLI or key missing, a backend that
+        cannot run it) refuses the whole run before any attempt starts: ``RunRefused`` names
+        each distinct fault once, with the fix. Only settings that still want attempts are
+        checked, so a finished or stopped setting never blocks the others.
         """
         if self.sandbox is None:
             raise TmlbenchError(f"Bench({self.suite.id}).run needs a sandbox to run agents in")
         settings = self._select(setting_keys)
         data = {t: prepared_task(self.layout.data_dir, t) for t in {s.task.id for s in settings}}
-        refuse_tampered(data.values())
+        self.preflight(settings, data)
         cpus = host_cpus()
         start = attempt_runner(
             data.__getitem__,
@@ -106,8 +115,55 @@ class Bench:
             start,
             workers=self.concurrency or default_workers(self.suite, settings, cpus),
             on_progress=on_progress,
+            resume_hint=self.remedies.resume,
         )
         return BenchRun(outcomes, self.layout.runs_dir)
+
+    def preflight(
+        self, settings: list[Setting], data: dict[str, PreparedTask] | None = None
+    ) -> None:
+        """Refuse (``RunRefused``) if any of ``settings`` that still wants attempts would fail
+        every one of them alike; see ``runner.preflight``."""
+        if self.sandbox is None:
+            raise TmlbenchError(f"Bench({self.suite.id}).preflight needs the run's sandbox")
+        if data is None:
+            data = {
+                t: prepared_task(self.layout.data_dir, t) for t in {s.task.id for s in settings}
+            }
+        forgiven = forgiven_run_ids(self.layout.runs_dir)
+        wanting = [
+            s
+            for s in settings
+            if SettingOutcome.recorded(s, self.suite, self.layout.runs_dir, forgiven).wants_attempts
+        ]
+        check = Preflight(
+            data,
+            self.sandbox,
+            agents_dir=self.paths.agents_dir,
+            clis_dir=self.paths.clis_dir,
+            host_cpus=len(host_cpus()),
+            runs_dir=self.layout.runs_dir,
+            allow_unsafe=self.allow_unsafe,
+        )
+        refusals = check.refusals(wanting)
+        if refusals:
+            raise RunRefused(self.suite.id, refusals, self.remedies)
+
+    def resume(self, setting_keys: Iterable[str] | None, by: str) -> list[Resumption]:
+        """Resume the named settings (default: all) that are stopped at a fault ceiling: the
+        faults their ceilings count now are forgiven (``runner.resumptions``); the records stay
+        as they are. Settings that are not stopped are left alone; returns what was resumed."""
+        runs_dir = self.layout.runs_dir
+        forgiven = forgiven_run_ids(runs_dir)
+        now = dt.datetime.now(dt.UTC)
+        resumed = []
+        for setting in self._select(setting_keys):
+            outcome = SettingOutcome.recorded(setting, self.suite, runs_dir, forgiven)
+            resumption = outcome.resumption(by, now)
+            if resumption is not None:
+                append_resumption(runs_dir, resumption)
+                resumed.append(resumption)
+        return resumed
 
     def _select(self, setting_keys: Iterable[str] | None) -> list[Setting]:
         if setting_keys is None:
@@ -204,23 +260,20 @@ def ensure_prepared(
         wanted_rows = suite.twin_rows or (
             task.source.twin.default_rows if task.source.twin else None
         )
-        if source.get("kind") == "kaggle" or source.get("rows") == wanted_rows:
+        if source.get("kind") == "kaggle":  # real data is never replaced by a twin
+            verify_public(prepared)
             return prepared
+        if source.get("rows") == wanted_rows and _intact(prepared):
+            return prepared
+    # Missing, at another scale, or changed since: made again (the twin is deterministic).
     return prepare_twin(task, paths.tasks_dir, layout.data_dir, rows=suite.twin_rows)
 
 
-def refuse_tampered(tasks: Iterable[PreparedTask]) -> None:
-    """Check the public files of every prepared task before any attempt: tampered data runs nothing."""
-    refused = []
-    for task_data in tasks:
-        if not task_data.exists():  # not prepared: each attempt records that as a harness_error
-            continue
-        try:
-            verify_public(task_data)
-        except TmlbenchError as exc:
-            refused.append(str(exc))
-    if refused:
-        raise TmlbenchError("\n".join(refused))
+def _intact(prepared: PreparedTask) -> bool:
+    try:
+        return not public_problems(prepared)
+    except TmlbenchError:  # an unreadable manifest
+        return False
 
 
 def harness_failure_report(outcomes: list[SettingOutcome], limit: int = 10) -> str:

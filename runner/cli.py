@@ -8,6 +8,7 @@ is imported inside the command that needs it. tests/runner/test_cli_startup.py k
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,6 +103,12 @@ def tasks_list(paths: Paths) -> None:
     help="Twin size as a share of the competition's size, e.g. 0.01.",
 )
 @click.option("--seed", type=int, help="Twin generator seed (default: the task's).")
+@click.option(
+    "--suite",
+    "suite_id",
+    help="Prepare for this suite (suites/<id>.yaml): into its data folder, at its twin size; "
+    "no TASK_IDS: all of its tasks.",
+)
 @click.pass_obj
 def tasks_prepare(
     paths: Paths,
@@ -111,12 +118,19 @@ def tasks_prepare(
     rows: int | None,
     scale: float | None,
     seed: int | None,
+    suite_id: str | None,
 ) -> None:
     """Prepare TASK_IDS: public files for agents, private answers for grading."""
     from runner.prepare import prepare_from_download, prepare_twin
-    from runner.registry import list_tasks, load_task
+    from runner.registry import list_tasks, load_suite, load_task
+    from runner.settings import SuiteLayout
 
     skipped: list[SpecProblem] = []
+    if suite_id is not None:
+        suite = load_suite(paths.suites_dir, suite_id)
+        paths = replace(paths, data_dir=SuiteLayout.of(suite, paths).data_dir)
+        rows = rows if rows or scale else suite.twin_rows
+        task_ids = task_ids or (() if all_tasks else tuple(suite.tasks))
     if all_tasks:
         listing = list_tasks(paths.tasks_dir)
         task_ids, skipped = tuple(listing.ids), listing.problems
@@ -407,6 +421,36 @@ def bench_cmd(
     )
     if run.harness_faults:
         raise TmlbenchError(run.fault_report())
+
+
+@cli.command("resume")
+@click.option(
+    "--suite", "suite_id", default="demo", show_default=True, help="Suite id (suites/<id>.yaml)."
+)
+@click.argument("setting_keys", nargs=-1)
+@click.pass_obj
+def resume_cmd(paths: Paths, suite_id: str, setting_keys: tuple[str, ...]) -> None:
+    """Resume settings stopped at their harness-error or provider-error ceiling.
+
+    SETTING_KEYS (agent|task|budget; none: every setting of the suite) that are stopped get a
+    full ceiling again: the faults recorded so far stop counting toward it. No record is changed
+    or deleted; the resumption is logged in the suite's runs folder (resumptions.jsonl). Fix the
+    fault first, then run the suite again (`tmlbench bench`).
+    """
+    from runner.bench import Bench
+    from runner.registry import load_suite
+
+    bench = Bench(load_suite(paths.suites_dir, suite_id), paths)
+    resumed = bench.resume(setting_keys or None, by="tmlbench resume")
+    if not resumed:
+        console.print(f"{suite_id}: no selected setting is stopped at a fault ceiling")
+        return
+    for resumption in resumed:
+        console.print(
+            f"resumed {resumption.setting}: {len(resumption.forgiven)} fault(s) no longer count "
+            "toward its ceilings"
+        )
+    console.print(f"run the suite again: tmlbench bench --suite {suite_id}")
 
 
 def _add_plugin_commands(group: click.Group) -> None:

@@ -48,7 +48,7 @@ def preflight(
     agent: AgentSpec, sandbox: Sandbox, clis_dir: Path | None, api_key: str | None = None
 ) -> InstalledCli | None:
     """Before anything runs: the agent's key is at hand, its CLI is installed and can run here."""
-    key_env = _key_env(agent)
+    key_env = api_key_env(agent)
     if key_env and not provider_key(agent, api_key):
         raise TmlbenchError(
             f"agent {agent.id} needs the environment variable {key_env} "
@@ -64,7 +64,7 @@ def preflight(
     return cli
 
 
-def _key_env(agent: AgentSpec) -> str | None:
+def api_key_env(agent: AgentSpec) -> str | None:
     key_env = agent.llm.api_key_env if agent.llm else None
     return key_env or (agent.gateway.api_key_env if agent.gateway else None)
 
@@ -73,7 +73,7 @@ def provider_key(agent: AgentSpec, api_key: str | None = None) -> str | None:
     """The provider's API key: the one a caller passes (agents check), else $<api_key_env>."""
     if api_key is not None:
         return api_key
-    key_env = _key_env(agent)
+    key_env = api_key_env(agent)
     return os.environ.get(key_env) if key_env else None
 
 

@@ -120,11 +120,25 @@ def verify_public(prepared: PreparedTask) -> None:
     every attempt is cheap.
     """
     try:
-        files = prepared.manifest().files
+        problems = public_problems(prepared)
     except TmlbenchError as exc:
         raise TmlbenchError(
             f"{exc}; re-prepare the task: tmlbench tasks prepare {prepared.root.name}"
         ) from exc
+    if problems:
+        raise TmlbenchError(
+            f"task {prepared.root.name}: public files do not match {prepared.manifest_path}, "
+            "refusing to run it:\n  "
+            + "\n  ".join(problems)
+            + f"\nre-prepare it: tmlbench tasks prepare {prepared.root.name}, or delete {prepared.root} "
+            "and let the bench prepare it again"
+        )
+
+
+def public_problems(prepared: PreparedTask) -> list[str]:
+    """Each public file that is missing, truncated or changed against the manifest, one line
+    each (a ``TmlbenchError`` if the manifest itself is unreadable)."""
+    files = prepared.manifest().files
     problems = []
     for name in PUBLIC_FILES:
         path = prepared.public / name
@@ -152,11 +166,4 @@ def verify_public(prepared: PreparedTask) -> None:
             )
             continue
         _VERIFIED.add(key)
-    if problems:
-        raise TmlbenchError(
-            f"task {prepared.root.name}: public files do not match {prepared.manifest_path}, "
-            "refusing to run it:\n  "
-            + "\n  ".join(problems)
-            + f"\nre-prepare it: tmlbench tasks prepare {prepared.root.name}, or delete {prepared.root} "
-            "and let the bench prepare it again"
-        )
+    return problems

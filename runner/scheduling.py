@@ -14,6 +14,7 @@ from pathlib import Path
 from runner.attempt import AttemptPlan
 from runner.errors import TmlbenchError
 from runner.records import RunRecord
+from runner.resumptions import forgiven_run_ids
 from runner.run_folder import died_mid_attempt
 from runner.settings import Setting, SettingOutcome, setting_key
 from runner.specs import SuiteSpec
@@ -73,6 +74,7 @@ def run_settings(
     *,
     workers: int,
     on_progress: Callable[[AttemptDone], None] | None = None,
+    resume_hint: Callable[[Setting], str] | None = None,
 ) -> list[SettingOutcome]:
     """Bring each setting to ``suite.attempts`` successes, or to ``suite.attempt_ceiling`` attempts.
 
@@ -93,9 +95,12 @@ def run_settings(
     Across calls, a setting with ``suite.harness_error_ceiling`` harness_error records (of this
     run or earlier ones, died-mid-attempt ones included) or ``suite.provider_error_ceiling``
     provider_error records gets no more attempts at all; if it still lacks successes, why is the
-    first entry of its ``harness_errors``.
+    first entry of its ``harness_errors``, ending with ``resume_hint(setting)``: how to resume
+    it (default: the ``tmlbench`` command). The ceilings count only faults no resumption
+    forgave (``runner.resumptions``).
     """
-    outcomes = {s.key: SettingOutcome.recorded(s, suite, runs_dir) for s in settings}
+    forgiven = forgiven_run_ids(runs_dir)
+    outcomes = {s.key: SettingOutcome.recorded(s, suite, runs_dir, forgiven) for s in settings}
 
     def report(record: RunRecord, new: bool) -> None:
         if on_progress:
@@ -142,6 +147,14 @@ def run_settings(
     for outcome in outcomes.values():
         outcome.records.sort(key=lambda r: r.attempt_index)
         if outcome.stopped_at is not None:
-            outcome.ceiling_note = outcome.ceiling_message(runs_dir)
+            hint = resume_hint or _tmlbench_resume(suite)
+            outcome.ceiling_note = outcome.ceiling_message(runs_dir, hint(outcome.setting))
             outcome.harness_errors.insert(0, outcome.ceiling_note)
     return list(outcomes.values())
+
+
+def _tmlbench_resume(suite: SuiteSpec) -> Callable[[Setting], str]:
+    # Imported here: runner.preflight pulls in the agent drivers, which scheduling does not need.
+    from runner.preflight import CliRemedies
+
+    return CliRemedies(suite.id).resume

@@ -6,6 +6,7 @@ settings long before anything runs.
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import itertools
 from collections import Counter
@@ -18,6 +19,7 @@ from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.records import RECORD_FILE, RunRecord, Status, read_record
 from runner.registry import suite_members
+from runner.resumptions import Resumption
 from runner.specs import AgentSpec, SuiteSpec, TaskSpec
 
 if TYPE_CHECKING:
@@ -115,7 +117,10 @@ def setting_records(runs_dir: Path, setting: Setting) -> list[RunRecord]:
 
 # Statuses that are not the agent's doing: such an attempt is run again (its run id stays taken,
 # records are immutable) and never uses up the agent's allowance; each has a ceiling per setting,
-# or a fault that keeps coming back would re-run the setting forever.
+# or a fault that keeps coming back would re-run the setting forever. A ceiling counts the
+# setting's faults that no resumption forgave (runner.resumptions): resuming a stopped setting
+# (`tmlbench resume`, or the agent_runs asset's `resume_stopped` config in Dagster) forgives the
+# faults recorded so far, so it gets a full ceiling again; the records themselves never change.
 RERUN_STATUSES: tuple[Status, ...] = ("harness_error", "provider_error")
 
 
@@ -129,6 +134,11 @@ def harness_error_count(records: list[RunRecord]) -> int:
     return status_count(records, "harness_error")
 
 
+def ceiling_count(records: list[RunRecord], status: Status, forgiven: Collection[str]) -> int:
+    """The faults of ``status`` a fault ceiling counts: those no resumption forgave."""
+    return sum(r.status == status and r.run_id not in forgiven for r in records)
+
+
 def next_attempt_indices(
     records: list[RunRecord],
     wanted: int,
@@ -136,6 +146,7 @@ def next_attempt_indices(
     harness_error_ceiling: int | None = None,
     provider_error_ceiling: int | None = None,
     running: Collection[int] = (),
+    forgiven: Collection[str] = (),
 ) -> list[int]:
     """Attempt indices to start now: enough for ``wanted`` successes, never past ``ceiling``
     agent attempts, and never past either fault ceiling.
@@ -144,10 +155,11 @@ def next_attempt_indices(
     their run ids stay taken. ``running``: indices of attempts in flight, which may still
     succeed, fail, or end in either fault. So a setting never has more attempts in flight than
     each ceiling has room left: even if every one of them ends in the same fault, the ceiling
-    holds exactly, whatever the concurrency.
+    holds exactly, whatever the concurrency. ``forgiven``: run ids of faults a resumption
+    forgave, which the ceilings no longer count.
     """
     rooms = [
-        limit - status_count(records, status)
+        limit - ceiling_count(records, status, forgiven)
         for status, limit in zip(
             RERUN_STATUSES, (harness_error_ceiling, provider_error_ceiling), strict=True
         )
@@ -182,10 +194,17 @@ class SettingOutcome:
     harness_errors: list[str] = field(default_factory=list)
     ceiling_note: str | None = None
     running: set[int] = field(default_factory=set)
+    forgiven: frozenset[str] = frozenset()  # run ids of faults a resumption forgave
 
     @classmethod
-    def recorded(cls, setting: Setting, suite: SuiteSpec, runs_dir: Path) -> SettingOutcome:
-        """The setting as its recorded attempts leave it, under the suite's rules."""
+    def recorded(
+        cls,
+        setting: Setting,
+        suite: SuiteSpec,
+        runs_dir: Path,
+        forgiven: frozenset[str] = frozenset(),
+    ) -> SettingOutcome:
+        """The setting as its recorded attempts (and resumptions) leave it, under the suite's rules."""
         return cls(
             setting,
             suite.attempts,
@@ -193,6 +212,7 @@ class SettingOutcome:
             suite.harness_error_ceiling,
             suite.provider_error_ceiling,
             setting_records(runs_dir, setting),
+            forgiven=forgiven,
         )
 
     def next_indices(self) -> list[int]:
@@ -206,6 +226,21 @@ class SettingOutcome:
             self.harness_error_ceiling,
             self.provider_error_ceiling,
             self.running,
+            self.forgiven,
+        )
+
+    @property
+    def wants_attempts(self) -> bool:
+        """Whether a run would start an attempt of this setting now (before any fault of it)."""
+        return bool(
+            next_attempt_indices(
+                self.records,
+                self.wanted,
+                self.attempt_ceiling,
+                self.harness_error_ceiling,
+                self.provider_error_ceiling,
+                forgiven=self.forgiven,
+            )
         )
 
     @property
@@ -233,9 +268,21 @@ class SettingOutcome:
         for status, limit in zip(
             RERUN_STATUSES, (self.harness_error_ceiling, self.provider_error_ceiling), strict=True
         ):
-            if limit is not None and status_count(self.records, status) >= limit:
+            if limit is not None and ceiling_count(self.records, status, self.forgiven) >= limit:
                 return status
         return None
+
+    def resumption(self, by: str, now: dt.datetime) -> Resumption | None:
+        """Resuming the setting if it is stopped at a fault ceiling: the faults both ceilings
+        count now are forgiven. None if it is not stopped (nothing to resume)."""
+        if self.stopped_at is None:
+            return None
+        counted = tuple(
+            r.run_id
+            for r in self.records
+            if r.status in RERUN_STATUSES and r.run_id not in self.forgiven
+        )
+        return Resumption(self.setting.key, counted, now, by, self.setting.suite_id)
 
     @property
     def stopped_at_harness_error_ceiling(self) -> bool:
@@ -245,14 +292,15 @@ class SettingOutcome:
     def stopped_at_provider_error_ceiling(self) -> bool:
         return self.stopped_at == "provider_error"
 
-    def ceiling_message(self, runs_dir: Path) -> str:
-        """Which setting stopped at which fault ceiling, with how many faults, and where to look."""
+    def ceiling_message(self, runs_dir: Path, resume: str) -> str:
+        """Which setting stopped at which fault ceiling, with how many faults, where to look, and
+        ``resume``: the action that resumes it (a command, or a Dagster launch)."""
         status = self.stopped_at or "harness_error"
         setting = self.setting
         ceiling = (
             self.harness_error_ceiling if status == "harness_error" else self.provider_error_ceiling
         )
-        errors = [r for r in self.records if r.status == status]
+        errors = [r for r in self.records if r.status == status and r.run_id not in self.forgiven]
         latest = max(errors, key=lambda r: (r.created_at, r.run_id))
         shown = ", ".join(r.run_id for r in errors[-5:])
         first_line = (latest.error_message or "(no error message)").splitlines()[0][:300]
@@ -272,7 +320,7 @@ class SettingOutcome:
             f"{status.replace('_', '-')} ceiling: {len(errors)} {status} attempts (suite {setting.suite_id or '(none)'}, "
             f"{status}_ceiling: {ceiling}); it still lacks "
             f"{max(self.wanted - self.successes, 0)} success(es) and gets no more attempts. "
-            f"{look}raise {status}_ceiling in the suite's file to resume the setting."
+            f"{look}resume it: {resume}."
         )
 
     def status_counts(self) -> dict[str, int]:

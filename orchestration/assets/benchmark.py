@@ -12,14 +12,16 @@ import dagster as dg
 
 from orchestration.partitions import setting_of, settings_partition_key
 from orchestration.progress import progress_extra
+from orchestration.remedies import AgentRunsConfig, DagsterRemedies
 from orchestration.resources import BenchConfig, SandboxBackend
 from orchestration.suites import SuiteFile
 from runner.audit import describe_prepared
 from runner.bench import Bench, BenchRun
 from runner.errors import TmlbenchError
+from runner.preflight import RunRefused
 from runner.records import RunRecord
 from runner.scheduling import AttemptDone
-from runner.settings import SettingOutcome
+from runner.settings import SettingOutcome, parse_setting_key
 from runner.specs import SuiteSpec
 
 # Attempts pin CPUs from one pool per process (runner.scheduling.CpuPool): two processes running
@@ -82,9 +84,12 @@ def _agent_runs_asset(
         "partition (progress, last status, run folder).",
     )
     def agent_runs(
-        context: dg.AssetExecutionContext, bench: BenchConfig, sandbox: SandboxBackend
+        context: dg.AssetExecutionContext,
+        config: AgentRunsConfig,
+        bench: BenchConfig,
+        sandbox: SandboxBackend,
     ) -> dg.MaterializeResult:
-        runner = _bench(bench, suite_id, sandbox)
+        runner = _bench(bench, suite_id, sandbox, DagsterRemedies(suite_file))
         tally = SettingTally(runner.suite, runner.layout.runs_dir)
 
         def on_progress(done: AttemptDone) -> None:
@@ -115,8 +120,23 @@ def _agent_runs_asset(
 
         keys = [setting_of(key) for key in context.partition_keys]
         try:
+            if config.resume_stopped:
+                for resumed in runner.resume(keys, by=f"dagster run {context.run_id}"):
+                    context.log.info(
+                        f"resumed {resumed.setting}: {len(resumed.forgiven)} fault(s) no longer "
+                        "count toward its ceilings"
+                    )
             run = runner.run(keys, on_progress=on_progress)
-        except TmlbenchError as exc:  # e.g. unknown settings, tampered data: nothing ran
+        except RunRefused as exc:  # a fault every attempt would hit: no attempt started
+            raise dg.Failure(  # from None: its cause would repeat the message under a traceback
+                description=str(exc),
+                metadata={
+                    "refused_settings": [
+                        str(settings_partition_key(*parse_setting_key(k))) for k in exc.settings
+                    ]
+                },
+            ) from None
+        except TmlbenchError as exc:  # e.g. unknown settings: nothing ran
             raise dg.Failure(str(exc)) from exc
         metadata = _runs_metadata(run)
         if run.harness_faults:  # everything else is recorded by now
@@ -130,8 +150,14 @@ def _agent_runs_asset(
     return agent_runs
 
 
-def _bench(bench: BenchConfig, suite_id: str, sandbox: SandboxBackend | None = None) -> Bench:
-    """The suite as its file says now; a broken suite, agent or task file fails here, named."""
+def _bench(
+    bench: BenchConfig,
+    suite_id: str,
+    sandbox: SandboxBackend | None = None,
+    remedies: DagsterRemedies | None = None,
+) -> Bench:
+    """The suite as its file says now; a broken suite, agent or task file, or a sandbox backend
+    that cannot work here, fails here, named, before any attempt."""
     try:
         suite = bench.suite(suite_id)
         if sandbox is None:
@@ -142,6 +168,7 @@ def _bench(bench: BenchConfig, suite_id: str, sandbox: SandboxBackend | None = N
             sandbox.sandbox(),
             concurrency=bench.concurrency,
             allow_unsafe=sandbox.allow_unsafe,
+            remedies=remedies,
         )
     except TmlbenchError as exc:
         raise dg.Failure(str(exc)) from exc

@@ -108,6 +108,12 @@ class Sandbox(ABC):
         """Where ``bind`` appears to the sandboxed program."""
         return bind.inside
 
+    def problem(self, runs_dir: Path) -> str | None:
+        """What would fail every attempt of a run on this backend, on this machine, with its
+        run folders in ``runs_dir``: asked once before the run's first attempt (None: nothing).
+        """
+        return None
+
     def run(self, request: SandboxRequest) -> SandboxResult:
         """Run the request to completion or deadline; never raises for anything the agent does."""
         if not request.workspace.is_dir():

@@ -206,6 +206,9 @@ class BwrapSandbox(Sandbox):
             a += ["/usr/bin/env", "-u", "PWD", "--"]
         return a + list(request.command)
 
+    def problem(self, runs_dir: Path) -> str | None:
+        return bwrap_problem()
+
     def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
         problem = bwrap_problem()
         if problem:

@@ -203,6 +203,10 @@ class _Staging:
         return self.copies[folder]
 
 
+ROOT_NEEDED = (
+    f"the docker backend hands the workspace to the sandbox user {SANDBOX_UID} and needs a "
+    "harness running as root"
+)
 _same_path_lock = threading.Lock()
 _same_path_seen: set[Path] = set()
 
@@ -276,6 +280,21 @@ class DockerSandbox(Sandbox):
     def paths(self, workspace: Path, agent_dir: Path) -> SandboxPaths:
         return SandboxPaths(workspace=WORKSPACE, agent_dir=AGENT_DIR, python=PYTHON)
 
+    def problem(self, runs_dir: Path) -> str | None:
+        # What ``execute`` and ``run`` would raise on for every attempt, asked once up front.
+        if os.geteuid() != 0:
+            return ROOT_NEEDED
+        shared = shared_dir()
+        if shared is None:
+            return None
+        try:
+            shared.mkdir(mode=0o711, parents=True, exist_ok=True)
+            runs_dir.mkdir(parents=True, exist_ok=True)
+            check_engine_paths(self.docker, self.image, [shared.resolve(), runs_dir.resolve()])
+        except (HarnessError, OSError) as exc:
+            return str(exc)
+        return None
+
     def create_args(
         self,
         request: SandboxRequest,
@@ -333,10 +352,7 @@ class DockerSandbox(Sandbox):
 
     def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
         if os.geteuid() != 0:
-            raise HarnessError(
-                f"the docker backend hands the workspace to the sandbox user {SANDBOX_UID} "
-                "and needs a harness running as root"
-            )
+            raise HarnessError(ROOT_NEEDED)
         name = f"tmlbench-{uuid.uuid4().hex[:16]}"
         notes = [f"docker: {self.image}, uid {SANDBOX_UID}, no network, read-only root"]
         shared = shared_dir()

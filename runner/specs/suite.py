@@ -39,12 +39,14 @@ class SuiteSpec(Frozen):
     harness_error_ceiling: int = Field(
         default=3,
         description="harness_error attempts a setting may have before it gets no more attempts "
-        "(they do not use up max_attempts, so without a ceiling a recurring fault re-runs forever)",
+        "(they do not use up max_attempts, so without a ceiling a recurring fault re-runs forever); "
+        "counted since the setting's last resumption (`tmlbench resume`), never by editing this",
     )
     provider_error_ceiling: int = Field(
         default=3,
         description="provider_error attempts a setting may have before it gets no more attempts "
-        "(they are re-run like harness faults and do not use up max_attempts)",
+        "(they are re-run like harness faults and do not use up max_attempts); counted since the "
+        "setting's last resumption (`tmlbench resume`)",
     )
     instruction_profile: str = Field(
         default="standard",

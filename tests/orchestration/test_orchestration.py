@@ -187,7 +187,9 @@ def world(tmp_path: Path, dbt_manifest: Path):
         snapshot = tmp_path / "wh.snapshot.duckdb"
 
         @staticmethod
-        def materialize(selection, *, partition=None, first=None, last=None, res=None):
+        def materialize(
+            selection, *, partition=None, first=None, last=None, res=None, run_config=None
+        ):
             tags = {RANGE_START: key(first), RANGE_END: key(last)} if first else None
             if isinstance(selection, list):  # the suite's assets by name
                 selection = [f"tiny/{name}" for name in selection]
@@ -199,6 +201,7 @@ def world(tmp_path: Path, dbt_manifest: Path):
                 tags=tags,
                 instance=instance,
                 raise_on_error=False,
+                run_config=run_config,
             )
 
     World.resources = resources
@@ -296,14 +299,66 @@ def test_agent_failures_pass_harness_faults_fail_after_the_rest_is_recorded(worl
     assert drift.success and checks_of(drift) == {"manifests_unchanged_under_runs": False}
     manifest.write_text(manifest.read_text()[:-1])
 
-    # a harness fault (the task is not prepared) fails the run clearly, once the others are in
+    # a fault every attempt would hit alike (S6E1 is not prepared) refuses the run before any
+    # attempt: no record for any selected setting, one line naming the partition to materialize
     both = world.materialize(["agent_runs"], first=f"baseline-constant|{BANK}|30", last=quitter_s6)
     assert not both.success
-    message = str(both.get_step_failure_events()[0].step_failure_data.error)
-    assert "harness fault" in message and f"task {S6E1} is not prepared" in message
+    failure = both.get_step_failure_events()[0].step_failure_data
+    message = failure.error.message  # what the run's page shows above the stack
+    assert failure.error.cause is None  # the message once, not again under a traceback
+    assert f"task {S6E1} is not prepared" in message and "(3 settings)" in message
+    assert f"materialize tiny/prepared_tasks partition {S6E1} first (or select both assets)" in (
+        message
+    )
+    assert "tmlbench" not in message and message.count("is not prepared") == 1
+    refused = failure.user_failure_data.metadata["refused_settings"].value
+    assert sorted(refused) == sorted(
+        f"{agent}@30s|{S6E1}" for agent in ("baseline-constant", "baseline-linear", "quitter")
+    )
+    assert [r.status for r in load_records(world.runs_dir)] == ["no_submission"] * 3
+
+    # what the message says to do, and the same selection runs
+    assert world.materialize(["prepared_tasks"], partition=S6E1).success
+    both = world.materialize(["agent_runs"], first=f"baseline-constant|{BANK}|30", last=quitter_s6)
     statuses = {(r.agent_id, r.task_id, r.status) for r in load_records(world.runs_dir)}
-    assert ("baseline-linear", BANK, "success") in statuses
-    assert ("baseline-constant", S6E1, "harness_error") in statuses
+    assert ("baseline-linear", S6E1, "success") in statuses
+    assert "harness_error" not in {status for *_, status in statuses}
+
+
+@pytest.mark.sandbox
+def test_a_setting_stopped_at_its_ceiling_resumes_by_a_launch_config(world):
+    from runner.attempt import make_run_id
+    from runner.records import write_record
+
+    setting = f"baseline-constant|{BANK}|30"
+    assert world.materialize(["prepared_tasks"], partition=BANK).success
+    for index in range(3):  # the suite's harness_error_ceiling (default 3), recorded earlier
+        run_id = make_run_id("baseline-constant", BANK, 30, "standard", index)
+        fault = make_record(
+            "baseline-constant", BANK, 30, minute=index, status="harness_error", run_id=run_id,
+            suite_id="tiny", error_message="HarnessError: disk full",
+        )  # fmt: skip
+        (world.runs_dir / run_id).mkdir(parents=True)
+        write_record(world.runs_dir / run_id, fault)
+    kept = {p: p.read_bytes() for p in world.runs_dir.glob("*/record.json")}
+
+    stopped = world.materialize(["agent_runs"], partition=setting)
+    assert not stopped.success
+    message = str(stopped.get_step_failure_events()[0].step_failure_data.error)
+    assert "stopped at the harness-error ceiling" in message
+    assert (
+        f"materialize tiny/agent_runs partition baseline-constant@30s|{BANK} with the launch "
+        "config `resume_stopped: true`" in message
+    )
+    assert "suite's file" not in message and len(load_records(world.runs_dir)) == 3
+
+    config = {"ops": {"tiny__agent_runs": {"config": {"resume_stopped": True}}}}
+    resumed = world.materialize(["agent_runs"], partition=setting, run_config=config)
+    assert resumed.success, resumed.get_step_failure_events()
+    records = load_records(world.runs_dir)
+    assert sorted(r.status for r in records) == ["harness_error"] * 3 + ["success"] * 2
+    assert {p: p.read_bytes() for p in kept} == kept, "records are never rewritten"
+    assert len((world.runs_dir / "resumptions.jsonl").read_text().splitlines()) == 1
 
 
 @pytest.mark.sandbox

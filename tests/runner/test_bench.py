@@ -12,9 +12,11 @@ import yaml
 from runner.attempt import AttemptPlan
 from runner.bench import Bench, harness_failure_report
 from runner.errors import SpecError, TmlbenchError
+from runner.preflight import RunRefused
 from runner.prepare import prepared_task
 from runner.records import RunRecord, load_records, write_record
 from runner.registry import load_suite
+from runner.resumptions import RESUMPTIONS_FILE
 from runner.run_folder import HARNESS_DIED
 from runner.sandbox import get_sandbox
 from runner.scheduling import AttemptDone, CpuPool, run_settings
@@ -25,6 +27,7 @@ from tests.support.tmlbench_cli import tmlbench
 
 pytestmark = pytest.mark.sandbox
 BANK = "bank-customer-churn-ict-u-ai"
+S6E1 = "playground-series-s6e1"
 
 
 @pytest.fixture
@@ -86,6 +89,17 @@ def test_unknown_suite_and_task_errors_say_what_exists(cli_env):
     assert result.returncode == 2 and "bank-customer-churn-ict-u-ai" in result.stdout
 
 
+def test_the_named_fix_prepares_a_suite_s_task_where_and_as_its_runs_read_it(cli_env, tmp_path):
+    """`tmlbench tasks prepare --suite`, what a refusal of an unprepared task names."""
+    result = tmlbench(cli_env, "tasks", "prepare", "--suite", "mini", BANK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = prepared_task(tmp_path / "data" / "mini", BANK)
+    assert data.exists() and data.private_meta()["source"]["rows"] == 400  # the suite's scale
+    assert not prepared_task(tmp_path / "data" / "mini", S6E1).exists()  # only the one named
+    every = tmlbench(cli_env, "tasks", "prepare", "--suite", "mini")  # no task: all of them
+    assert every.returncode == 0 and prepared_task(tmp_path / "data" / "mini", S6E1).exists()
+
+
 def test_bench_prepares_and_runs_the_settings_it_is_given(paths):
     suite = SuiteSpec(
         id="one", title="t", tasks=[BANK], agents=["baseline-constant"], budgets=[30, 60],
@@ -126,7 +140,7 @@ def test_bench_refuses_tampered_data_before_any_attempt(paths):
     bench = Bench(suite, paths, get_sandbox("process"))
     train = bench.prepare()[BANK].public / "train.csv"
     train.write_bytes(train.read_bytes()[:-10])
-    with pytest.raises(TmlbenchError, match="refusing to run it"):
+    with pytest.raises(RunRefused, match=f"task {BANK}'s prepared data does not match"):
         bench.run()
     assert not bench.layout.runs_dir.exists() or not any(bench.layout.runs_dir.iterdir())
 
@@ -266,6 +280,39 @@ def test_a_setting_stops_at_the_harness_error_ceiling_across_runs(tmp_path: Path
     assert len(started) == 4 and fifth.n_harness_errors == 4 and fifth.ceiling_note is None
 
 
+def test_resuming_a_stopped_setting_gives_it_a_full_ceiling_and_keeps_its_records(paths):
+    suite = SuiteSpec(
+        id="res", title="t", tasks=[BANK], agents=["baseline-constant"], budgets=[30, 60],
+        attempts=2, harness_error_ceiling=2, runs_subdir="res",
+    )  # fmt: skip
+    bench = Bench(suite, paths)
+    stopped_setting, other = bench.settings
+    runs_dir = bench.layout.runs_dir
+    started: list[str] = []
+    start = _harness_error_start(runs_dir, started, "HarnessError: disk full")
+    for _ in range(2):
+        run_settings([stopped_setting], suite, runs_dir, start, workers=1)
+    (stopped,) = run_settings([stopped_setting], suite, runs_dir, start, workers=1)
+    assert len(started) == 2 and stopped.stopped_at_harness_error_ceiling
+    kept = {p: p.read_bytes() for p in runs_dir.glob("*/record.json")}
+
+    resumed = bench.resume(None, by="test")  # every setting: only the stopped one is resumed
+    assert [(r.setting, r.forgiven, r.by) for r in resumed] == [
+        (stopped_setting.key, tuple(started), "test")
+    ]
+    assert bench.resume(None, by="test") == [], "a resumed setting is not stopped"
+    (line,) = (runs_dir / RESUMPTIONS_FILE).read_text().splitlines()
+    assert yaml.safe_load(line)["forgiven"] == started
+
+    (first,) = run_settings([stopped_setting], suite, runs_dir, start, workers=1)
+    assert len(started) == 3 and not first.stopped_at  # resumed: one new fault, one of two
+    (second,) = run_settings([stopped_setting], suite, runs_dir, start, workers=1)
+    assert len(started) == 4 and second.stopped_at_harness_error_ceiling  # a full ceiling again
+    assert "2 harness_error attempts" in (second.ceiling_note or "")  # the forgiven ones apart
+    assert {p: p.read_bytes() for p in kept} == kept and second.n_harness_errors == 4
+    assert run_settings([other], suite, runs_dir, start, workers=1)[0].n_harness_errors == 1
+
+
 def test_the_ceiling_counts_dead_harnesses_and_spares_finished_settings(tmp_path: Path, paths):
     suite = SuiteSpec(
         id="hec", title="t", tasks=[BANK], agents=["baseline-constant"], budgets=[30, 60],
@@ -336,5 +383,19 @@ def test_bench_says_which_setting_stopped_at_the_harness_error_ceiling(cli_env, 
     key = f"baseline-constant|{BANK}|30"
     assert f"{key} (profile standard) stopped at the harness-error ceiling" in out
     assert "2 harness_error attempts (suite broken, harness_error_ceiling: 2)" in out
-    assert "harness_error.txt" in out and "raise harness_error_ceiling" in out
+    assert (
+        "harness_error.txt" in out and f"resume it: `tmlbench resume --suite broken '{key}'`" in out
+    )
+    assert "suite's file" not in out  # recovering is an action, never an edit of the suite file
     assert all(r.run_id in out for r in records) and "cannot be read as a CSV" in out
+
+    # resuming is the action: the recorded faults stop counting, the records stay byte for byte
+    kept = {p: p.read_bytes() for p in (tmp_path / "runs").glob("*/record.json")}
+    resumed = tmlbench(cli_env, "resume", "--suite", "broken")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resumed {key}: 2 fault(s) no longer count" in " ".join(resumed.stdout.split())
+    out, after = bench()  # the same fault again: one more attempt, then this run stops it
+    assert len(after) == 3 and "1 attempt(s) could not be run" in out
+    assert {p: p.read_bytes() for p in kept} == kept
+    again = tmlbench(cli_env, "resume", "--suite", "broken")  # not stopped: nothing to resume
+    assert "no selected setting is stopped" in again.stdout

@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from runner.attempt import AttemptPlan
 from runner.config import Paths
 from runner.records import RunRecord, write_record
+from runner.resumptions import append_resumption, forgiven_run_ids
 from runner.scheduling import run_settings
 from runner.settings import suite_settings
 from runner.specs import SuiteSpec
-from tests.support.records import make_record
+from tests.support.records import T0, make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
 STATUSES = ("success", "runtime_error", "harness_error", "provider_error")
@@ -106,3 +107,76 @@ def test_no_concurrency_takes_a_setting_past_a_fault_ceiling(
                 assert outcome.harness_errors[0] == outcome.ceiling_note
     room = min(workers, harness_error_ceiling, provider_error_ceiling, attempts)
     assert all(n <= room for n in widest.values()), (widest, room)
+
+
+# 60 generated histories per run: rules, every attempt's outcome, and after each of four calls
+# whether the stopped settings are resumed.
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    workers=st.integers(1, 4),
+    attempts=st.integers(1, 3),
+    harness_error_ceiling=st.integers(1, 3),
+    provider_error_ceiling=st.integers(1, 3),
+    outcomes=st.lists(st.sampled_from(STATUSES), min_size=1, max_size=16),
+    resume_after=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_a_ceiling_counts_the_faults_since_the_last_resumption(
+    paths: Paths,
+    workers: int,
+    attempts: int,
+    harness_error_ceiling: int,
+    provider_error_ceiling: int,
+    outcomes: list[str],
+    resume_after: list[bool],
+):
+    suite = SuiteSpec(
+        id="s", title="s", tasks=[BANK], agents=["baseline-constant"], budgets=[30, 60],
+        attempts=attempts, harness_error_ceiling=harness_error_ceiling,
+        provider_error_ceiling=provider_error_ceiling,
+    )  # fmt: skip
+    settings_ = suite_settings(suite, paths)
+    ceilings = {"harness_error": harness_error_ceiling, "provider_error": provider_error_ceiling}
+
+    def start(plan: AttemptPlan) -> RunRecord:
+        status = outcomes[(plan.attempt_index + plan.budget_seconds) % len(outcomes)]
+        record = make_record(
+            plan.agent.id, plan.task.id, plan.budget_seconds, minute=plan.attempt_index,
+            status=status, run_id=plan.run_id, score=0.5,
+        )  # fmt: skip
+        (runs_dir / plan.run_id).mkdir()
+        write_record(runs_dir / plan.run_id, record)
+        return record
+
+    with tempfile.TemporaryDirectory() as runs:
+        runs_dir = Path(runs)
+        resumptions = Counter[str]()
+        kept: dict[Path, bytes] = {}
+        resumed: set[str] = set()
+        for resume in resume_after:
+            for outcome in run_settings(settings_, suite, runs_dir, start, workers=workers):
+                if outcome.setting.key in resumed:  # stopped, resumed: it runs again at once
+                    assert outcome.new > 0
+                forgiven = forgiven_run_ids(runs_dir)
+                for status, ceiling in ceilings.items():
+                    counted = [
+                        r
+                        for r in outcome.records
+                        if r.status == status and r.run_id not in forgiven
+                    ]
+                    assert len(counted) <= ceiling, "the ceiling holds since the last resumption"
+                    total = sum(r.status == status for r in outcome.records)
+                    assert total <= ceiling * (resumptions[outcome.setting.key] + 1)
+                    if len(counted) >= ceiling and not outcome.complete:
+                        assert outcome.stopped_at is not None or outcome.harness_errors
+                if resume and (resumption := outcome.resumption("test", T0)) is not None:
+                    assert set(resumption.forgiven).isdisjoint(forgiven)  # forgiven once
+                    append_resumption(runs_dir, resumption)
+                    resumptions[outcome.setting.key] += 1
+                    resumed.add(outcome.setting.key)
+                else:
+                    resumed.discard(outcome.setting.key)
+            # records are never rewritten, whatever is resumed
+            assert all(path.read_bytes() == data for path, data in kept.items())
+            kept = {path: path.read_bytes() for path in runs_dir.glob("*/record.json")}
