@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.config import REPO_ROOT
 from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
@@ -148,3 +151,26 @@ def test_every_run_launched_for_a_suite_names_the_suite(defs: dg.Definitions):
     keys = SuiteKeys(tasks=("t1", "t2"), agent_budgets=("a@30s",))
     names = [step.job_name for step in suite_steps(suite, keys)]
     assert names == ["tml_v1_llm_prepare_tasks", "tml_v1_llm_agent_runs", "tml_v1_llm_warehouse"]
+
+
+# 300 generated notes (any Unicode text, Markdown's punctuation favoured), each rendered by a
+# CommonMark parser with GFM tables (markdown-it-py, as the UI's remark-gfm reads them).
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="\x00") | st.sampled_from("<>|`*_[]()!&#\\~-"),
+        max_size=120,
+    )
+)
+def test_a_records_note_reads_as_written_in_the_attempts_table(note: str):
+    """An attempt's note (an agent's or a provider's words) is one table cell whose rendered
+    text is the note itself, whitespace collapsed, cut at 80 characters: no tag, no emphasis,
+    no link, no column break from what a sandbox wrote."""
+    from markdown_it import MarkdownIt
+
+    from orchestration.assets.benchmark import _cell
+
+    html = MarkdownIt("commonmark").enable("table").render(f"| n |\n|---|\n| {_cell(note, 80)} |")
+    cells = re.findall(r"<td>(.*?)</td>", html, re.DOTALL)
+    assert len(cells) == 1, html
+    assert unescape(cells[0]) == " ".join(note.split())[:80]
