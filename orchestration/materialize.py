@@ -64,22 +64,26 @@ class Step:
 
 
 def suite_steps(suite: SuiteFile, keys: SuiteKeys) -> list[Step]:
-    """The three runs over ``keys``, the suite's partitions in the order the instance holds them."""
+    """The three runs over ``keys``, the suite's partitions in the order the instance holds them.
+
+    Each job is named after the suite (the Runs page shows a job's name, not its assets), the
+    agent runs' as the suite's job in the UI (``schedules.build_automation``), which selects
+    the same asset."""
     from orchestration.assets.warehouse import RAW_KEYS  # see materialize_suite
 
     benchmark = (suite.prepared_tasks_key, suite.agent_runs_key)
     settings = suite.partitions.settings_range(keys)
     return [
         Step(
-            "suite_prepare_tasks", "prepare tasks", dg.AssetSelection.assets(benchmark[0]),
+            f"{suite.ident}_prepare_tasks", "prepare tasks", dg.AssetSelection.assets(benchmark[0]),
             [keys.tasks[0], keys.tasks[-1]], len(keys.tasks), "tasks", "tasks",
         ),
         Step(
-            "suite_agent_runs", "agent runs", dg.AssetSelection.assets(benchmark[1]),
+            f"{suite.ident}_agent_runs", "agent runs", dg.AssetSelection.assets(benchmark[1]),
             list(settings or ()), len(keys.tasks) * len(keys.agent_budgets), "attempts", "settings",
         ),
         Step(
-            "suite_warehouse", "warehouse, dbt, snapshot",
+            f"{suite.ident}_warehouse", "warehouse, dbt, snapshot",
             dg.AssetSelection.all() - dg.AssetSelection.assets(*benchmark),
             None, None, "assets", "assets and checks", first=dg.AssetSelection.assets(*RAW_KEYS),
         ),
@@ -120,7 +124,7 @@ def materialize_suite(
         assets=defs.assets,
         asset_checks=defs.asset_checks,
         jobs=[
-            dg.define_asset_job(run.job_name, selection=run.selection)
+            dg.define_asset_job(run.job_name, selection=run.selection, tags=suite.run_tags)
             for _, runs in steps
             for run in runs
         ],

@@ -13,7 +13,13 @@ from orchestration.suites import SuiteFile
 def build_automation(suite_file: SuiteFile, agent_runs: dg.AssetsDefinition):
     """A suite's job over all its settings and its nightly schedule (stopped: a person turns on
     the suites worth a nightly run, an LLM suite costs money)."""
-    job = dg.define_asset_job(f"{suite_file.ident}_agent_runs", selection=[agent_runs])
+    job = dg.define_asset_job(
+        f"{suite_file.ident}_agent_runs",
+        selection=[agent_runs],
+        description=f"The agent runs of `suites/{suite_file.stem}.yaml`: the settings a launch "
+        "(or the nightly schedule) selects, in one run.",
+        tags=suite_file.run_tags,  # job tags go on each of its runs, too
+    )
     partitions = suite_file.partitions
 
     @dg.schedule(
@@ -21,8 +27,8 @@ def build_automation(suite_file: SuiteFile, agent_runs: dg.AssetsDefinition):
         job=job,
         cron_schedule="0 2 * * *",
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        description=f"Every night at 02:00, one run over all settings of suites/{suite_file.stem}"
-        ".yaml (resumes what is missing).",
+        description=f"Every night at 02:00, one run over all settings of "
+        f"`suites/{suite_file.stem}.yaml` (resumes what is missing).",
     )
     def nightly(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         keys = partitions.settings_range(partitions.current(context.instance))

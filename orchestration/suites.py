@@ -25,6 +25,10 @@ from runner.registry import load_agent, load_suite, load_task
 # "." turned into "_".
 USABLE_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
+# The run tag naming the suite a run works for (the Runs page filters by tag): set when a run is
+# launched for a suite (its job, `make run`) and by the suite's assets when they run.
+SUITE_TAG = "tmlbench/suite"
+
 
 @dataclass(frozen=True)
 class SuiteFile:
@@ -40,6 +44,10 @@ class SuiteFile:
     @property
     def group(self) -> str:
         return f"suite_{self.ident}"
+
+    @property
+    def run_tags(self) -> dict[str, str]:
+        return {SUITE_TAG: self.stem}
 
     @property
     def prepared_tasks_key(self) -> dg.AssetKey:

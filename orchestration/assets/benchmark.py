@@ -5,6 +5,8 @@ Every suite file gets its own pair, in its own group (``orchestration.suites.Sui
 suite an asset runs is its group's, read from the suite's file when it runs.
 """
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from orchestration.partitions import setting_of, settings_partition_key
 from orchestration.progress import progress_extra
 from orchestration.remedies import AgentRunsConfig, DagsterRemedies
 from orchestration.resources import BenchConfig, SandboxBackend
-from orchestration.suites import SuiteFile
+from orchestration.suites import SUITE_TAG, SuiteFile
 from runner.audit import describe_prepared
 from runner.bench import Bench, BenchRun
 from runner.errors import TmlbenchError
@@ -28,6 +30,8 @@ from runner.specs import SuiteSpec
 # attempts at once would pin the same CPUs. A backfill of a partition grid is split into several
 # runs, so agent runs take a slot of this pool (limit 1 in the instance's dagster.yaml).
 ATTEMPTS_POOL = "attempts"
+
+MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
 
 def build_benchmark_assets(
@@ -47,19 +51,20 @@ def _prepared_tasks_asset(suite_file: SuiteFile) -> dg.AssetsDefinition:
         partitions_def=suite_file.partitions.tasks,
         backfill_policy=dg.BackfillPolicy.single_run(),
         kinds={"python"},
-        description=f"Public/private split of each task of suites/{suite_id}.yaml at the suite's "
-        "scale (<data>/<data_subdir>/tasks/<task>).",
+        description=f"Public/private split of each task of `suites/{suite_id}.yaml` at the "
+        "suite's scale (`<data>/<data_subdir>/tasks/<task>`).",
     )
     def prepared_tasks(
         context: dg.AssetExecutionContext, bench: BenchConfig
     ) -> dg.MaterializeResult:
+        name_suite_on_run(context, suite_file)
         prepared = _bench(bench, suite_id).prepare(context.partition_keys)
-        rows = []
         for task_id, task_data in prepared.items():
             facts = describe_prepared(task_data)
             context.log.info(f"{task_id}: {facts}", extra=progress_extra(task=task_id))
-            rows.append({"task": task_id, **facts})
-        return dg.MaterializeResult(metadata=_prepared_metadata(rows))
+            # each task's partition gets its own facts (see agent_runs)
+            context.add_asset_metadata(_prepared_metadata(facts), partition_key=task_id)
+        return dg.MaterializeResult()
 
     return prepared_tasks
 
@@ -78,10 +83,11 @@ def _agent_runs_asset(
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=ATTEMPTS_POOL,
         kinds={"python"},
-        description=f"Attempts of each setting of suites/{suite_id}.yaml (task × agent@budget) "
+        description=f"Attempts of each setting of `suites/{suite_id}.yaml` (task × agent@budget) "
         "until it has the suite's number of successes or its attempt ceiling; one record per "
-        "attempt under <runs>/<runs_subdir>/. Each finished attempt is an observation of its "
-        "partition (progress, last status, run folder).",
+        "attempt under `<runs>/<runs_subdir>/`. Each finished attempt is an observation of its "
+        "partition (progress, last status, run folder); each materialized partition shows its "
+        "own setting's attempts, statuses and scores.",
     )
     def agent_runs(
         context: dg.AssetExecutionContext,
@@ -89,6 +95,7 @@ def _agent_runs_asset(
         bench: BenchConfig,
         sandbox: SandboxBackend,
     ) -> dg.MaterializeResult:
+        name_suite_on_run(context, suite_file)
         runner = _bench(bench, suite_id, sandbox, DagsterRemedies(suite_file))
         tally = SettingTally(runner.suite, runner.layout.runs_dir)
 
@@ -138,16 +145,39 @@ def _agent_runs_asset(
             ) from None
         except TmlbenchError as exc:  # e.g. unknown settings: nothing ran
             raise dg.Failure(str(exc)) from exc
-        metadata = _runs_metadata(run)
+        totals = _run_totals(run)
         if run.harness_faults:  # everything else is recorded by now
             raise dg.Failure(
                 description=f"{len(run.harness_faults)} harness fault(s): "
                 + "; ".join(run.harness_faults[:5]),
-                metadata=metadata,
+                metadata=totals,
             )
-        return dg.MaterializeResult(metadata=metadata)
+        # Dagster records one materialization per partition of the run: each gets its own
+        # setting's facts. The run's totals go to its log; as the result's metadata they would
+        # be copied onto every partition, as if each setting had made all the run's attempts.
+        partition_of = dict(zip(keys, context.partition_keys, strict=True))
+        for outcome in run.outcomes:
+            context.add_asset_metadata(
+                _setting_metadata(outcome, run.runs_dir),
+                partition_key=partition_of[outcome.setting.key],
+            )
+        context.log.info(_run_summary(totals))
+        return dg.MaterializeResult()
 
     return agent_runs
+
+
+def name_suite_on_run(context: dg.AssetExecutionContext, suite_file: SuiteFile) -> None:
+    """Tag the run with its suite (``tmlbench/suite``), however it was launched: a Materialize
+    click or a backfill runs Dagster's implicit asset job, which carries no tags of ours. The
+    job's and `make run`'s runs have the tag from their launch already. A run that spans suites
+    is tagged with each (comma-separated)."""
+    run_id = context.run.run_id
+    run = context.instance.get_run_by_id(run_id) or context.run  # its tags as they are now
+    suites = {s for s in run.tags.get(SUITE_TAG, "").split(",") if s}
+    if suite_file.stem not in suites:
+        value = ",".join(sorted({*suites, suite_file.stem}))
+        context.instance.add_run_tags(run_id, {SUITE_TAG: value})
 
 
 def _bench(
@@ -207,80 +237,112 @@ class SettingTally:
             "successes_wanted": self.wanted,
             "last_status": record.status,
             "last_run": dg.MetadataValue.path(str(self.runs_dir / record.run_id)),
-            "settings_done": f"{done.settings_done}/{done.settings_total}",
+            # the run's, not the setting's: how far the whole run is
+            "settings_done_in_run": f"{done.settings_done}/{done.settings_total}",
         }
         if record.score is not None:
             metadata["last_score"] = record.score
         return metadata
 
 
-def _prepared_metadata(rows: list[dict]) -> dict:
-    metadata: dict = {"tasks": len(rows), "table": dg.MetadataValue.md(_table(rows))}
-    if len(rows) == 1:
-        facts = rows[0]
-        metadata.update(
-            rows=facts["train_rows"] + facts["test_rows"],
-            train_rows=facts["train_rows"],
-            test_rows=facts["test_rows"],
-            columns=facts["columns"],
-            manifest_sha256=facts["manifest_sha256"],
-            bayes_optimal_score=facts["bayes_optimal_score"],
-            constant_score=facts["constant_score"],
-        )
+def _prepared_metadata(facts: dict) -> dict:
+    """One prepared task's facts, for its partition."""
+    return {
+        "rows": facts["train_rows"] + facts["test_rows"],
+        "train_rows": facts["train_rows"],
+        "test_rows": facts["test_rows"],
+        "columns": facts["columns"],
+        "manifest_sha256": facts["manifest_sha256"],
+        "bayes_optimal_score": facts["bayes_optimal_score"],
+        "constant_score": facts["constant_score"],
+        "source": facts["source"],
+    }
+
+
+def _setting_metadata(outcome: SettingOutcome, runs_dir: Path) -> dict:
+    """One setting's facts, for its partition: all its attempts, earlier runs' included. What
+    the scores mean (medians, ranks) is in the marts, built downstream."""
+    records = outcome.records
+    metadata: dict = {
+        "progress": f"{outcome.successes}/{outcome.wanted} successes after {len(records)} "
+        f"attempt(s) (at most {outcome.attempt_ceiling})",
+        "attempts": len(records),
+        "new_attempts": outcome.new,
+        "successes": outcome.successes,
+        "successes_wanted": outcome.wanted,
+        "attempts_max": outcome.attempt_ceiling,
+        "complete": outcome.complete,
+        "statuses": dict(Counter(r.status for r in records).most_common()),
+        "scores": [r.score for r in records if r.score is not None],
+        "attempts_table": dg.MetadataValue.md(_attempts_table(outcome)),
+        "runs_dir": dg.MetadataValue.path(str(runs_dir)),
+    }
+    if records:
+        last = records[-1]
+        metadata["last_status"] = last.status
+        metadata["last_run"] = dg.MetadataValue.path(str(runs_dir / last.run_id))
     return metadata
 
 
-def _runs_metadata(run: BenchRun) -> dict:
-    """Facts of the run; what the scores mean (medians, ranks) is in the marts, built downstream."""
-    outcomes = run.outcomes
-    metadata: dict = {
-        "settings": len(outcomes),
+def _run_totals(run: BenchRun) -> dict:
+    """The whole run's facts (every selected setting): the step's, never one partition's."""
+    return {
+        "settings": len(run.outcomes),
         "new_attempts": run.new_attempts,
-        "attempts": sum(len(o.records) for o in outcomes),
-        "successes": sum(o.successes for o in outcomes),
+        "attempts": sum(len(o.records) for o in run.outcomes),
+        "successes": sum(o.successes for o in run.outcomes),
         "incomplete_settings": [o.setting.key for o in run.incomplete],
         "statuses": run.status_counts(),
         "runs_dir": dg.MetadataValue.path(str(run.runs_dir)),
+        "settings_table": dg.MetadataValue.md(
+            _table([_setting_row(o, run.runs_dir) for o in run.outcomes])
+        ),
     }
-    if len(outcomes) == 1:
-        (outcome,) = outcomes
-        metadata.update(
-            scores=[r.score for r in outcome.records if r.score is not None],
-            attempts_table=dg.MetadataValue.md(_attempts_table(outcome)),
-        )
-        if outcome.records:
-            last = outcome.records[-1].run_id
-            metadata["last_run"] = dg.MetadataValue.path(str(run.runs_dir / last))
-    else:
-        rows = [
-            {
-                "agent": o.setting.agent.id,
-                "task": o.setting.task.id,
-                "budget s": o.setting.budget_seconds,
-                "attempts": len(o.records),
-                "successes": o.successes,
-                "last status": o.records[-1].status if o.records else "",
-                "last run folder": f"`{run.runs_dir / o.records[-1].run_id}`" if o.records else "",
-            }
-            for o in outcomes
-        ]
-        metadata["settings_table"] = dg.MetadataValue.md(_table(rows))
-    return metadata
+
+
+def _setting_row(outcome: SettingOutcome, runs_dir: Path) -> dict:
+    last = outcome.records[-1] if outcome.records else None
+    return {
+        "agent": outcome.setting.agent.id,
+        "task": outcome.setting.task.id,
+        "budget s": outcome.setting.budget_seconds,
+        "attempts": len(outcome.records),
+        "successes": outcome.successes,
+        "last status": last.status if last else "",
+        "last run folder": f"`{runs_dir / last.run_id}`" if last else "",
+    }
+
+
+def _run_summary(totals: dict) -> str:
+    statuses = ", ".join(f"{n} {status}" for status, n in totals["statuses"].items())
+    return (
+        f"this run: {totals['settings']} setting(s), {totals['new_attempts']} new attempt(s); "
+        f"{totals['attempts']} attempt(s) recorded in all ({statuses or 'none'}), "
+        f"{len(totals['incomplete_settings'])} setting(s) still short of successes; "
+        "each setting's own facts are on its partition's materialization"
+    )
 
 
 def _attempts_table(outcome: SettingOutcome) -> str:
     rows = [
-        "| attempt | run id | status | score | wall s | note |",
+        "| attempt | run folder (in runs_dir) | status | score | wall s | note |",
         "|---|---|---|---|---|---|",
     ]
     for r in outcome.records:
         score = "" if r.score is None else f"{r.score:.6g}"
         wall = "" if r.wall_seconds is None else f"{r.wall_seconds:.1f}"
-        note = (r.error_message or r.validation_message or "").replace("|", "/")[:80]
+        note = _cell(r.error_message or r.validation_message or "", limit=80)
         rows.append(
             f"| {r.attempt_index} | `{r.run_id}` | {r.status} | {score} | {wall} | {note} |"
         )
     return "\n".join(rows)
+
+
+def _cell(text: str, limit: int) -> str:
+    """Text from a record (an agent's or a provider's words) as one Markdown table cell that
+    reads as written: one line, its first ``limit`` characters, every ASCII punctuation mark
+    backslash-escaped (CommonMark's escape: no HTML, emphasis, link or column break)."""
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", " ".join(text.split())[:limit])
 
 
 def _table(rows: list[dict]) -> str:

@@ -10,11 +10,24 @@ from orchestration.assets.warehouse import DUCKDB_POOL
 from orchestration.conditions import on_new_data
 from orchestration.resources import DuckDBWarehouse, dbt_project
 from runner.errors import TmlbenchError
+from warehouse.dbt import DBT_PROJECT_DIR
 
 
 class TmlbenchDbtTranslator(DagsterDbtTranslator):
-    """Group each model by its folder (staging, intermediate, marts); rebuild when what it is
-    built from changed (its inputs' data versions, or its code)."""
+    """Group each model by its folder (staging, intermediate, marts); describe it as its YAML
+    does; rebuild when what it is built from changed (its inputs' data versions, or its code)."""
+
+    def get_description(self, dbt_resource_props: Mapping[str, Any]) -> str:
+        """The YAML's description and the file that defines it, never its SQL: dagster-dbt's
+        default appends the model's whole raw SQL. A model without a description says where
+        one goes (tests/orchestration/test_descriptions.py wants one for every model)."""
+        description = (dbt_resource_props.get("description") or "").strip()
+        path = dbt_resource_props.get("original_file_path")
+        where = f"`{DBT_PROJECT_DIR.name}/{path}`" if path else "its file"
+        if not description:
+            kind, name = dbt_resource_props["resource_type"], dbt_resource_props["name"]
+            description = f"dbt {kind} `{name}`: no description yet; add one in its YAML file."
+        return f"{description}\n\nDefined in {where}."
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         fqn = dbt_resource_props.get("fqn", [])

@@ -42,6 +42,8 @@ query AssetNodes {
     isPartitioned
     partitionKeys
     pools
+    description
+    jobNames
   }
 }
 """
@@ -233,3 +235,11 @@ def test_ui_serves_the_benchmark_assets(webserver: str) -> None:
     for key in ("raw/runs", "marts/leaderboard", "marts_snapshot"):
         assert nodes[key]["pools"] == ["duckdb"], (key, nodes[key]["pools"])
     assert nodes[f"{SUITE}/agent_runs"]["pools"] == ["attempts"]  # one process pins CPUs
+
+    # What the UI renders: placeholders in code spans (raw <...> is dropped as HTML), a dbt
+    # model's YAML description and its file, never its SQL; the suite's own job.
+    assert "`<runs>/<runs_subdir>/`" in runs["description"]
+    leaderboard = nodes["marts/leaderboard"]["description"]
+    assert leaderboard.endswith("Defined in `dbt_project/models/marts/leaderboard.sql`.")
+    assert "Raw SQL" not in leaderboard and "select" not in leaderboard
+    assert f"{SUITE}_agent_runs" in runs["jobNames"]

@@ -184,6 +184,8 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
         progress = SuiteProgress(Console(quiet=True))
         results = materialize_suite("one", resources, instance, progress)
         assert all(r.success for r in results)
+        # the Runs page names the suite: in each job's name and its tag
+        assert {r.dagster_run.tags.get("tmlbench/suite") for r in results} == {"one"}
         return [r.dagster_run.job_name for r in results], progress.phases[-1].note
 
     def versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
@@ -199,9 +201,9 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
         out["snapshot"] = str(snap[0].storage_id) if snap else None
         return out
 
-    loaded = ["suite_prepare_tasks", "suite_agent_runs", "suite_warehouse_load"]
+    loaded = ["one_prepare_tasks", "one_agent_runs", "one_warehouse_load"]
     with dg.instance_for_test() as instance:
-        assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
+        assert make_run(instance) == ([*loaded, "one_warehouse"], "")
         snapshot = tmp_path / "wh.snapshot.duckdb"
         published = snapshot.stat().st_mtime_ns
         before = versions(instance)
@@ -213,7 +215,7 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
 
         # a record the marts have not seen (written by hand) is loaded, and the marts rebuilt
         record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2, suite="one")
-        assert make_run(instance) == ([*loaded, "suite_warehouse"], "")
+        assert make_run(instance) == ([*loaded, "one_warehouse"], "")
         assert snapshot.stat().st_mtime_ns != published
         after = versions(instance)
         assert after["raw/runs"] != before["raw/runs"] and after["snapshot"] != before["snapshot"]

@@ -205,6 +205,7 @@ def world(tmp_path: Path, dbt_manifest: Path):
             )
 
     World.resources = resources
+    World.instance = instance
     return World
 
 
@@ -213,7 +214,7 @@ def checks_of(result) -> dict[str, bool]:
 
 
 def materializations(result, key: str) -> list:
-    key = {"agent_runs": "tiny/agent_runs"}.get(key, key)
+    key = {"agent_runs": "tiny/agent_runs", "prepared_tasks": "tiny/prepared_tasks"}.get(key, key)
     return [
         e.materialization
         for e in result.get_asset_materialization_events()
@@ -227,14 +228,19 @@ def test_whole_graph_materializes_resumes_and_reports(world):
     prepared = world.materialize(["prepared_tasks"], first=BANK, last=S6E1)
     assert prepared.success
     assert checks_of(prepared) == {"manifests_unchanged_under_runs": True}
+    # two tasks in one run: each task's partition shows its own task
+    tasks = {m.partition: m.metadata for m in materializations(prepared, "prepared_tasks")}
+    assert sorted(tasks) == [BANK, S6E1]
+    for task_id, meta in tasks.items():
+        sha = prepared_task(world.data_dir, task_id).manifest_sha256()
+        assert meta["manifest_sha256"].value == sha
 
     # one run, many settings: the baselines' settings of both tasks (quitter's come later)
     runs = world.materialize(["agent_runs"], first=bank_constant, last=f"baseline-linear|{S6E1}|30")
     assert runs.success, runs.get_step_failure_events()
     records = load_records(world.runs_dir)
     assert len(records) == 2 * 2 * 2 and {r.status for r in records} == {"success"}
-    meta = materializations(runs, "agent_runs")[0].metadata
-    assert meta["new_attempts"].value == 8 and meta["successes"].value == 8
+    assert_each_partition_shows_its_own_setting(world, runs, records, attempts=2, new=2)
     checks = checks_of(runs)
     assert checks["no_private_paths_in_records"] is True
     assert checks["suite_coverage_complete"] is False  # quitter's settings are not run yet
@@ -242,7 +248,8 @@ def test_whole_graph_materializes_resumes_and_reports(world):
     # one setting again: nothing to do, nothing duplicated, metadata for a person
     again = world.materialize(["agent_runs"], partition=bank_constant)
     assert again.success
-    meta = materializations(again, "agent_runs")[0].metadata
+    (materialized,) = materializations(again, "agent_runs")
+    meta = materialized.metadata
     assert meta["new_attempts"].value == 0 and meta["attempts"].value == 2
     assert meta["scores"].value == pytest.approx([0.5, 0.5])  # facts only: medians are dbt's
     assert "| 0 | `baseline-constant__" in meta["attempts_table"].value
@@ -278,6 +285,39 @@ def test_whole_graph_materializes_resumes_and_reports(world):
     assert anchors == [(BANK, 1, 4, 0.0), (S6E1, 1, 4, 0.0)]
     raw = materializations(downstream, "raw/runs")[0].metadata
     assert raw["new"].value == 8 and raw["dagster/row_count"].value == 8
+
+
+def assert_each_partition_shows_its_own_setting(world, result, records, attempts, new) -> None:
+    """One materialization per setting of the run, each with that setting's facts (never the
+    run's totals), and it is the partition's latest; the run is tagged with its suite."""
+    import dagster as dg
+
+    from orchestration.partitions import setting_of
+
+    events = materializations(result, "agent_runs")
+    by_partition = {m.partition: m.metadata for m in events}
+    settings = {(r.agent_id, r.task_id, r.budget_seconds) for r in records}
+    assert len(events) == len(by_partition) == len(settings)  # none twice, none missing
+    for partition, meta in by_partition.items():
+        agent, task, budget = parse_setting_key(setting_of(partition))
+        own = [r for r in records if (r.agent_id, r.task_id, r.budget_seconds) == (agent, task, budget)]  # fmt: skip
+        others = [r for r in records if r not in own]
+        assert meta["attempts"].value == len(own) == attempts, partition
+        assert meta["new_attempts"].value == new
+        assert meta["successes"].value == sum(r.status == "success" for r in own)
+        assert meta["statuses"].value == {"success": attempts}
+        assert sorted(meta["scores"].value) == pytest.approx(sorted(r.score for r in own))
+        table = meta["attempts_table"].value
+        assert all(r.run_id in table for r in own) and not any(r.run_id in table for r in others)
+        assert Path(meta["last_run"].value).name in {r.run_id for r in own}
+        latest = world.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(["tiny", "agent_runs"]), asset_partitions=[partition]),
+            limit=1,
+        ).records[0]  # fmt: skip
+        assert latest.run_id == result.run_id
+        assert latest.asset_materialization.metadata == meta
+    run = world.instance.get_run_by_id(result.run_id)
+    assert run.tags["tmlbench/suite"] == "tiny"  # launched as the UI does: no job of ours
 
 
 @pytest.mark.sandbox
