@@ -128,7 +128,7 @@ def _agent_runs_asset(
         keys = [setting_of(key) for key in context.partition_keys]
         try:
             if config.resume_stopped:
-                for resumed in runner.resume(keys, by=f"dagster run {context.run_id}"):
+                for resumed in runner.resume(keys, by=f"dagster run {context.run.run_id}"):
                     context.log.info(
                         f"resumed {resumed.setting}: {len(resumed.forgiven)} fault(s) no longer "
                         "count toward its ceilings"

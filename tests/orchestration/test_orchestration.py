@@ -408,6 +408,9 @@ def test_a_sandbox_that_raises_is_a_harness_error(world):
     class BrokenSandbox:
         name, isolated = "broken", True
 
+        def problem(self, runs_dir):  # the preflight finds nothing: it fails only when used
+            return None
+
         def paths(self, workspace, agent_dir):
             raise RuntimeError("sandbox exploded")
 
