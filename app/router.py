@@ -1,14 +1,15 @@
 """tmlbench dashboard: the router (the Streamlit script ``app/streamlit_app.py`` serves).
 
-It draws the global filters in the sidebar (their values live in ``st.session_state``, so
-they stay set across pages) and runs the chosen page.
+It draws the suite picker at the top of the main area and the global filters in the sidebar
+(their values live in ``st.session_state``, so they stay set across pages) and runs the chosen
+page.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.app_pages._common import has_runs, sidebar_filters, snapshot_path
+from app.app_pages._common import has_runs, sidebar_filters, snapshot_path, suite_picker
 
 st.set_page_config(page_title="tmlbench", layout="wide")
 
@@ -28,5 +29,6 @@ pages = [
 page = st.navigation(pages)
 path = snapshot_path()
 if has_runs(path):
+    suite_picker(path)
     sidebar_filters(path)
 page.run()

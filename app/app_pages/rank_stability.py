@@ -13,7 +13,9 @@ from app.app_pages._common import (
     provisional_note,
     query,
     snapshot_or_stop,
+    table,
 )
+from app.columns import label, tooltips
 
 st.title("Rank stability")
 path = snapshot_or_stop()
@@ -31,28 +33,48 @@ band = stability.assign(
     low=stability["mean_rank"] - stability["rank_std"].fillna(0),
     high=stability["mean_rank"] + stability["rank_std"].fillna(0),
 )
-base = alt.Chart(band).encode(y=alt.Y("agent_id:N", sort="x", title=None))
+ranks = query("task_ranks", path, filters)
+# ranks run from 1 to the number of ranked agents: the axis shows exactly that, with half a rank
+# of padding so that neither the best nor the last agent sits on the chart's edge
+worst = int(max(ranks["rank"].max() if not ranks.empty else 1, len(stability), band["high"].max()))
+rank_scale = alt.Scale(domain=[0.5, worst + 0.5], nice=False, zero=False)
+rank_axis = alt.Axis(values=list(range(1, worst + 1)), format="d")
+agents = alt.Y("agent_id:N", sort=stability["agent_id"].tolist(), title=None)
+base = alt.Chart(band).encode(y=agents)
 st.altair_chart(
-    base.mark_rule().encode(x=alt.X("low:Q", title="task rank"), x2="high:Q")
+    base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("low:Q", title="task rank (1 = best)", scale=rank_scale, axis=rank_axis),
+        x2="high:Q",
+    )
     + base.mark_point(filled=True, size=80).encode(
-        x="mean_rank:Q", tooltip=["agent_id", "mean_rank", "rank_std", "n_tasks"]
+        x=alt.X("mean_rank:Q", scale=rank_scale),
+        tooltip=tooltips(stability, ["agent_id", "mean_rank", "rank_std", "n_tasks"]),
     ),
     width="stretch",
 )
-st.dataframe(stability, hide_index=True, width="stretch")
+table(stability, ["agent_id", "mean_rank", "rank_std", "n_tasks"])
 download(stability, "rank_stability")
 
 st.subheader("Rank per task")
-ranks = query("task_ranks", path, filters)
+# tasks down the side (their ids are long: full labels, never cut), agents across in the order
+# of their mean rank
 heat = alt.Chart(ranks).encode(
-    x=alt.X("task_id:N", title="task"), y=alt.Y("agent_id:N", title=None)
+    y=alt.Y("task_id:N", title=label("task_id"), axis=alt.Axis(labelLimit=0)),
+    x=alt.X(
+        "agent_id:N",
+        sort=stability["agent_id"].tolist(),
+        title=None,
+        axis=alt.Axis(labelAngle=0, labelLimit=0, orient="top"),
+    ),
 )
 st.altair_chart(
     heat.mark_rect().encode(
-        color=alt.Color("rank:O", scale=alt.Scale(scheme="viridis", reverse=True)),
-        tooltip=["agent_id", "task_id", "rank", "best_points"],
+        color=alt.Color(
+            "rank:O", title=label("rank"), scale=alt.Scale(scheme="viridis", reverse=True)
+        ),
+        tooltip=tooltips(ranks, ["agent_id", "task_id", "rank", "best_points"]),
     )
-    + heat.mark_text(color="white").encode(text="rank:Q"),
+    + heat.mark_text(color="white", size=14).encode(text="rank:Q"),
     width="stretch",
 )
 download(ranks, "task_ranks")
