@@ -63,12 +63,12 @@ UNKNOWN_COST = "Empty when no attempt recorded a cost (unknown, never $0)."
 
 COLUMNS: dict[str, Column] = {
     # who, what, which setting
-    "agent_id": Column("Agent", width=150),
-    "task_id": Column("Task", width=230),
+    "agent_id": Column("Agent", width=140),
+    "task_id": Column("Task", width=260),
     "budget_seconds": Column("Budget", "budget", width=70),
-    "run_id": Column("Run id", width="medium"),
-    "created_at": Column("Created (UTC)", "datetime", width=135),
-    "status": Column("Status", width=125),
+    "run_id": Column("Run id", width=165),
+    "created_at": Column("Created (UTC)", "datetime", width=125),
+    "status": Column("Status", width=130),
     "attempt_index": Column("Attempt", "count", width=65),
     "instruction_profile": Column("Instructions"),
     "agent_title": Column("Title"),

@@ -215,9 +215,7 @@ def sidebar_filters(path: Path) -> None:
     if first is not None:
         state[DATE_BOUNDS_KEY] = (first, last)  # the whole range = no date filter
     _keep_within(options)
-    with st.sidebar.expander(
-        "Filters: agents, tasks, budgets, dates", key=FILTERS_OPEN_KEY, on_change="rerun"
-    ) as box:
+    with st.sidebar.expander("Filters", key=FILTERS_OPEN_KEY, on_change="rerun") as box:
         if not box.open:
             return
         box.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])

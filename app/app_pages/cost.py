@@ -94,7 +94,11 @@ if not ratio.empty:
         alt.Chart(ratio)
         .mark_bar()
         .encode(
-            x=alt.X("points_per_dollar:Q", title="primary score per dollar (counted attempt)"),
+            x=alt.X(
+                "points_per_dollar:Q",
+                title="primary score per dollar (counted attempt)",
+                axis=alt.Axis(tickCount=8),
+            ),
             y=alt.Y("agent_id:N", sort="-x", title=None),
             tooltip=tooltips(
                 ratio, ["agent_id", "score", "counted_cost_mean_usd", "points_per_dollar"]

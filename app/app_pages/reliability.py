@@ -30,6 +30,7 @@ RATE_COLUMNS = [
     "run_rel_iqr",
 ]
 FAULTS = ("agent_failures", "provider_errors", "provider_faults")
+ROW = alt.Step(24)  # pixels per agent in the bar charts
 
 st.title("Reliability")
 path = snapshot_or_stop()
@@ -47,6 +48,7 @@ chart = (
         color=alt.Color("status:N", title=label("status")),
         tooltip=tooltips(counts, ["agent_id", "status", "attributed_to", "attempts"]),
     )
+    .properties(height=ROW)
 )
 st.altair_chart(chart, width="stretch")
 download(counts, "status_counts")
@@ -90,7 +92,8 @@ else:
                 ),
             ),
             tooltip=[*tooltips(faults, ["agent_id"]), "count:N", "n:Q"],
-        ),
+        )
+        .properties(height=alt.Step(36)),
         width="stretch",
     )
 
@@ -106,10 +109,13 @@ else:
         alt.Chart(stable)
         .mark_bar()
         .encode(
-            x=alt.X("run_rel_iqr:Q", title="relative IQR"),
+            x=alt.X(
+                "run_rel_iqr:Q", title="relative IQR", axis=alt.Axis(format=".3f", tickCount=6)
+            ),
             y=alt.Y("agent_id:N", sort="x", title=None),
             tooltip=tooltips(stable, ["agent_id", "run_rel_iqr", "run_settings"]),
-        ),
+        )
+        .properties(height=ROW),
         width="stretch",
     )
 
@@ -130,8 +136,14 @@ else:
             "run_rel_iqr:Q",
             title="run-to-run relative IQR (lower = steadier)",
             scale=alt.Scale(domain=[0, max(widest * 1.25, 0.01)], zero=True),
+            axis=alt.Axis(format=".3f", tickCount=6),
         ),
-        y=alt.Y("score:Q", title="primary score", scale=alt.Scale(domain=[0, 1.05])),
+        y=alt.Y(  # padded both ends: an agent at 0 or 1 is drawn whole, off the axis
+            "score:Q",
+            title="primary score",
+            scale=alt.Scale(domain=[-0.05, 1.05], nice=False),
+            axis=alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        ),
         tooltip=tooltips(scatter, ["agent_id", "rank", "score", "run_rel_iqr", "run_settings"]),
     )
     st.altair_chart(

@@ -87,17 +87,18 @@ if attempts.empty:
     st.info("No counted attempt for this task and budget (with the current filters).")
 else:
     y = alt.Y("score:Q", title="score", scale=alt.Scale(zero=False))
+    agent_axis = alt.X("agent_id:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=0))
     boxes = (
         alt.Chart(attempts)
         .mark_boxplot(extent="min-max", opacity=0.35)
-        .encode(x=alt.X("agent_id:N", title=None), y=y, color=alt.Color("agent_id:N", legend=None))
+        .encode(x=agent_axis, y=y, color=alt.Color("agent_id:N", legend=None))
     )
     dots = (
         alt.Chart(attempts)
         .mark_circle(size=60, opacity=0.9)
         .transform_calculate(jitter="(random() - 0.5) * 24")
         .encode(
-            x=alt.X("agent_id:N", title=None),
+            x=agent_axis,
             xOffset=alt.XOffset("jitter:Q", scale=alt.Scale(domain=[-40, 40])),
             y=y,
             color=alt.Color("agent_id:N", legend=None),

@@ -42,7 +42,12 @@ st.altair_chart(
             axis=alt.Axis(values=budgets, format="d"),
             title="budget (s)",
         ),
-        y=alt.Y("mean_points:Q", scale=alt.Scale(domain=[0, 1.05]), title="mean points"),
+        y=alt.Y(  # padded both ends: a curve at 0 or 1 is drawn whole, off the axis
+            "mean_points:Q",
+            scale=alt.Scale(domain=[-0.05, 1.05], nice=False),
+            axis=alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+            title="mean points",
+        ),
         color=alt.Color("agent_id:N", title=label("agent_id")),
         tooltip=tooltips(scaling, ["agent_id", "budget_seconds", "mean_points", "n_tasks"]),
     ),
@@ -67,19 +72,21 @@ else:
     table(shares, ["agent_id", "monotone", "share_monotone"])
     marked = curves.assign(mark=curves["is_monotone"].map({True: "✓", False: "✗"}))
     grid = alt.Chart(marked).encode(  # tasks down the side: full labels, never cut
-        y=alt.Y("task_id:N", title=label("task_id"), axis=alt.Axis(labelLimit=0)),
+        y=alt.Y("task_id:N", title=None, axis=alt.Axis(labelLimit=0)),
         x=alt.X("agent_id:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=0, orient="top")),
     )
     st.altair_chart(
-        grid.mark_rect().encode(
-            color=alt.Color(
-                "is_monotone:N",
-                title="monotone",
-                scale=alt.Scale(domain=[True, False], range=["#4c9a2a", "#d1495b"]),
-            ),
-            tooltip=tooltips(marked, ["agent_id", "task_id", "is_monotone", "points"]),
-        )
-        + grid.mark_text(color="white", size=16).encode(text="mark:N"),
+        (
+            grid.mark_rect().encode(
+                color=alt.Color(
+                    "is_monotone:N",
+                    title=label("is_monotone"),
+                    scale=alt.Scale(domain=[True, False], range=["#4c9a2a", "#d1495b"]),
+                ),
+                tooltip=tooltips(marked, ["agent_id", "task_id", "is_monotone", "points"]),
+            )
+            + grid.mark_text(color="white", size=16).encode(text="mark:N")
+        ).properties(height=alt.Step(26)),
         width="stretch",
     )
     download(curves, "monotone_curves")
