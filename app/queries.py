@@ -134,10 +134,12 @@ def _read(
 
 def has_runs(con: duckdb.DuckDBPyConnection | None) -> bool:
     """The snapshot is open and holds at least one attempt (a snapshot published before the
-    display models existed holds none that the pages can read: publish it again)."""
+    display models existed, or before the suite picker's columns did, holds none that the pages
+    can read: publish it again)."""
     if con is None:
         return False
     try:
+        _read(con, "select suite_title, has_runs from display.filter_options limit 0")
         frame = _read(con, "select count(*) as n from display.reliability_display")
     except duckdb.Error:
         return False

@@ -212,16 +212,26 @@ def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> tuple[int, in
     return page.locator(TABLES).count(), page.locator(CHARTS).count()
 
 
-def screenshot(page, name: str) -> None:
-    """The whole page at WIDTH px: the viewport grown to the main area's height (Streamlit
-    scrolls inside it, and draws elements outside the viewport as skeletons), then back."""
+def screenshot_and_check(page, name: str) -> None:
+    """The whole page at WIDTH px, screenshotted and checked (check_readable): the viewport grown
+    to the main area's height (Streamlit scrolls inside it, and draws elements outside the
+    viewport as skeletons) until every table has its headers, then back."""
     height = page.evaluate(
         """() => document.querySelector('[data-testid="stMain"]').scrollHeight"""
     )
     page.set_viewport_size({"width": WIDTH, "height": max(1200, min(int(height) + 100, 8000))})
     wait_until_drawn(page)
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('{TABLES}')]
+            .filter(el => !el.closest('details:not([open])'))
+            .every(el => el.querySelector('[role=columnheader], th'))""",
+        timeout=RENDER_TIMEOUT_MS,
+    )
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    page.set_viewport_size({"width": WIDTH, "height": 1200})
+    try:
+        check_readable(page, name)
+    finally:
+        page.set_viewport_size({"width": WIDTH, "height": 1200})
 
 
 def check_readable(page, slug: str) -> None:
@@ -318,8 +328,7 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
         page.locator(CHARTS).first.wait_for(timeout=RENDER_TIMEOUT_MS)
         tables, charts = wait_until_drawn(page)
         assert charts >= 1, (tables, charts)  # the bars
-        screenshot(page, "home")
-        check_readable(page, "home")
+        screenshot_and_check(page, "home")
         # the duplicate-answer badge's glyph is one the browser's font draws (⧉ was an empty box)
         font = page.evaluate("() => getComputedStyle(document.body).fontFamily")
         missing = page.evaluate(GLYPH, [f"20px {font}", "\U0010fffd"])
@@ -346,10 +355,11 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
             page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
             drawn = wait_until_drawn(page)
             errors = page.locator(EXCEPTION)
-            screenshot(page, slug)
+            if errors.count():  # what went wrong, for the artifacts
+                page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
             assert errors.count() == 0, f"{absolute}: {errors.first.inner_text()}"
             assert drawn[0] >= 1, f"{absolute}: no table drawn"
-            check_readable(page, slug)
+            screenshot_and_check(page, slug)
             visited[slug] = drawn
         assert len(visited) == len(urls)
         # pages with charts: every one of them drawn (tables, charts)
