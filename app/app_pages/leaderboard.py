@@ -14,6 +14,7 @@ from app.app_pages._common import (
     snapshot_or_stop,
     table,
 )
+from app.columns import tooltips
 
 VARIANT_LABELS = {
     "best_budget": "Best budget per task (primary)",
@@ -99,10 +100,9 @@ def score_chart(board, primary: bool) -> dict:
                     "title": "score (normalized points)",
                 },
                 "y": y,
-                "tooltip": [
-                    {"field": c, "type": "nominal" if c != "score" else "quantitative"}
-                    for c in ("agent_id", "score", "coverage", "contamination", "duplicates")
-                ],
+                "tooltip": tooltips(
+                    board, ["agent_id", "score", "coverage", "contamination", "duplicates"]
+                ),
             },
         }
     ]
