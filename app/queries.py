@@ -202,27 +202,38 @@ def _read(
 
 def has_runs(con: duckdb.DuckDBPyConnection | None) -> bool:
     """The snapshot is open and holds at least one attempt (a snapshot published before the
-    display models existed holds none that the pages can read: publish it again)."""
+    display models existed, or before the suite picker's columns did, holds none that the pages
+    can read: publish it again)."""
     if con is None:
         return False
     try:
+        _read(con, "select suite_title, has_runs from display.filter_options limit 0")
         frame = _read(con, "select count(*) as n from display.reliability_display")
     except duckdb.Error:
         return False
     return bool(frame["n"].iloc[0])
 
 
-def suites(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The suites that count an attempt (``display.filter_options`` has a row for each)."""
-    return _read(con, "select suite_id from display.filter_options order by suite_id")[
-        "suite_id"
-    ].tolist()
+def suites(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Every suite the snapshot knows (``display.filter_options`` has a row for each loaded suite
+    file, with runs or not, and each imported source): suite_id, suite_title (null for an
+    import), from_suite_file, has_runs."""
+    return _read(
+        con,
+        "select suite_id, suite_title, from_suite_file, has_runs from display.filter_options "
+        "order by suite_id",
+    )
 
 
-def default_suite(suite_ids: list[str]) -> str | None:
-    """The suite shown until another is chosen: the demo's when there is one (what `make run`
-    builds), else the first; None without suites."""
-    return "demo" if "demo" in suite_ids else next(iter(suite_ids), None)
+def default_suite(suites: pd.DataFrame) -> str | None:
+    """The suite shown until another is chosen: the demo's when it has runs (what `make run`
+    builds), else the first suite with runs, else the demo's or the first; None without suites."""
+    with_runs = suites.loc[suites["has_runs"].astype(bool), "suite_id"].tolist()
+    every = suites["suite_id"].tolist()
+    for candidates in (with_runs, every):
+        if candidates:
+            return "demo" if "demo" in candidates else candidates[0]
+    return None
 
 
 def filter_options(con: duckdb.DuckDBPyConnection, suite: str | None) -> dict:

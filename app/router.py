@@ -1,8 +1,8 @@
 """tmlbench dashboard: the router (the Streamlit script ``app/streamlit_app.py`` serves).
 
-It draws the global filters in the sidebar (their values live in ``st.session_state``, so
-they stay set across pages), the notice that a newer snapshot was published above every page,
-and runs the chosen page.
+It draws the notice that a newer snapshot was published above every page, the suite picker at
+the top of the main area and the global filters in the sidebar (their values live in
+``st.session_state``, so they stay set across pages), and runs the chosen page.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from app.app_pages._common import (
     newer_snapshot_notice,
     sidebar_filters,
     snapshot_path,
+    suite_picker,
 )
 
 st.set_page_config(page_title="tmlbench", layout="wide")
@@ -35,5 +36,6 @@ page = st.navigation(pages)
 path = snapshot_path()
 newer_snapshot_notice(path)
 if has_runs(path):
+    suite_picker(path)
     sidebar_filters(path)
 page.run()

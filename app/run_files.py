@@ -113,8 +113,20 @@ def _as_text(value: object) -> str:
     return str(value)
 
 
+# What a reader of one attempt asks first: how it ended, its score, and why (the limit it broke,
+# the grader's verdict, the error), then whose attempt it is; the other fields follow in the
+# warehouse's column order.
+LEAD_FIELDS = (
+    "status", "score", "limit_exceeded", "validation_code", "validation_message", "error_message",
+    "exit_code", "agent_id", "task_id", "budget_seconds", "attempt_index", "created_at",
+    "wall_seconds", "run_id",
+)  # fmt: skip
+
+
 def record_fields(record: dict) -> pd.DataFrame:
     """An attempt's record as rows of field and value (as text: lists and maps as JSON, times in
-    ISO form), in the warehouse's column order; fields the attempt did not record are left out."""
-    rows = [(name, _as_text(value)) for name, value in record.items() if not _is_missing(value)]
+    ISO form): LEAD_FIELDS first (status, score, the reason), then the rest in the warehouse's
+    column order; fields the attempt did not record are left out."""
+    names = [*(n for n in LEAD_FIELDS if n in record), *(n for n in record if n not in LEAD_FIELDS)]
+    rows = [(n, _as_text(record[n])) for n in names if not _is_missing(record[n])]
     return pd.DataFrame(rows, columns=["field", "value"])

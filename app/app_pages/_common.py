@@ -1,5 +1,6 @@
-"""Shared page helpers: the snapshot, cached queries, global filters, the empty state, CSVs,
-the notice of a newer snapshot, and the one way to show text that an agent controls."""
+"""Shared page helpers: the snapshot, cached queries, the suite picker and global filters, the
+empty state, tables (labelled and formatted by app/columns.py), CSVs, the notice of a newer
+snapshot, and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app import queries
+from app.columns import column_config
 
 CACHED_RESULTS = 512  # query results kept (per snapshot, filters and arguments)
 RUN_HINT = (
@@ -29,7 +31,7 @@ FILTER_KEYS = {
 DATE_BOUNDS_KEY = "filter_date_bounds"
 FILTERS_OPEN_KEY = "filters_open"  # the sidebar's Filters expander (drawn only when open)
 FILTER_SCOPE = (
-    "The suite chooses whose benchmark every page shows: each suite's scores, ranks and rates "
+    "The suite (chosen at the top of the page) chooses whose benchmark every page shows: each suite's scores, ranks and rates "
     "are computed from the attempts it counts alone (the runs in its folder, of the settings its "
     "file lists). Agents, tasks and budgets narrow its tables and charts; scores and ranks are "
     "not recomputed. The date range applies to attempt-level views only: the run explorer and "
@@ -128,7 +130,8 @@ def has_runs(path: Path) -> bool:
 
 
 def snapshot_or_stop() -> Path:
-    """The snapshot path; when it has no runs, explain how to make some and stop the page."""
+    """The snapshot path; when it has no runs, or the chosen suite has none yet, say how to make
+    some and stop the page."""
     path = snapshot_path()
     if not has_runs(path):
         st.info(RUN_HINT)
@@ -137,7 +140,23 @@ def snapshot_or_stop() -> Path:
             f"(set `{queries.SNAPSHOT_ENV}` to read another file)."
         )
         st.stop()
+    suite = chosen_suite(path)
+    if suite is not None and not suite_has_runs(path, suite):
+        st.info(suite_run_hint(suite))
+        st.stop()
     return path
+
+
+def suite_run_hint(suite: str) -> str:
+    """How to run a suite file that has no runs yet: its Dagster asset group (named as
+    orchestration/suites.py's SuiteFile.group names it) or the command `make run` uses."""
+    group = "suite_" + re.sub(r"[-.]", "_", suite)
+    command = f"uv run python -m orchestration.materialize --suite {suite}"
+    return (
+        f"Suite {literal(suite)} has no runs yet. Run it from the Dagster UI (`make ui`, then "
+        f"materialize the asset group {literal(group)}) or from a terminal: {literal(command)}. "
+        "Its results appear here as soon as the new snapshot is published."
+    )
 
 
 def query(name: str, path: Path, *args, **kwargs):
@@ -147,6 +166,39 @@ def query(name: str, path: Path, *args, **kwargs):
     return _query(name, str(path), snapshot.identity, snapshot.connection, *args, **kwargs)
 
 
+def suite_label(suites: pd.DataFrame, suite: str) -> str:
+    """A suite as the picker lists it: id, title, and whether it has runs yet."""
+    row = suites.loc[suites["suite_id"] == suite].iloc[0]
+    title = row["suite_title"]
+    text = suite if title is None or title != title else f"{suite} · {title}"
+    return text if bool(row["has_runs"]) else f"{text} (no runs yet)"
+
+
+def suite_picker(path: Path) -> None:
+    """The suite every page shows, chosen at the top of the main area (app/router.py draws it
+    before the page): every suite file loaded into the snapshot, with runs or not (a suite
+    without runs gets a page saying how to run it), and every imported source."""
+    suites = query("suites", path)
+    if suites.empty:
+        return
+    key = FILTER_KEYS["suite"]
+    st.session_state[key] = chosen_suite(path)  # a suite no longer in this snapshot: the default
+    st.selectbox(
+        "Suite",
+        suites["suite_id"].tolist(),
+        format_func=lambda suite: suite_label(suites, suite),
+        key=key,
+        width=520,
+        help="Each suite's scores, ranks and rates are computed from the attempts it counts "
+        "alone (the runs in its folder, of the settings its file lists).",
+    )
+
+
+def suite_has_runs(path: Path, suite: str) -> bool:
+    suites = query("suites", path)
+    return bool(suites.loc[suites["suite_id"] == suite, "has_runs"].any())
+
+
 def sidebar_filters(path: Path) -> None:
     """Draw the global filters in the sidebar, in an expander whose widgets are drawn only while
     it is open: a page load then draws no multiselect or date input (nor loads their code in the
@@ -154,7 +206,9 @@ def sidebar_filters(path: Path) -> None:
     across pages; every page says which filters are active (``filters_note``)."""
     options = query("filter_options", path, chosen_suite(path))
     state = st.session_state
-    for key in (*FILTER_KEYS.values(), FILTERS_OPEN_KEY):
+    for name, key in (*FILTER_KEYS.items(), ("open", FILTERS_OPEN_KEY)):
+        if name == "suite":  # the picker above the page is drawn on every run
+            continue
         # Streamlit drops a widget's value after a run that did not draw it (and the expander's
         # on a page switch), unless the script sets it: set again, the filters stay while their
         # widgets are not drawn, and the expander stays open across pages
@@ -167,9 +221,6 @@ def sidebar_filters(path: Path) -> None:
     with st.sidebar.expander("Filters", key=FILTERS_OPEN_KEY, on_change="rerun") as box:
         if not box.open:
             return
-        if options["suites"]:
-            state[FILTER_KEYS["suite"]] = chosen_suite(path)
-            box.selectbox("Suite", options["suites"], key=FILTER_KEYS["suite"])
         box.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
         box.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
         box.multiselect("Budgets (s)", options["budgets"], key=FILTER_KEYS["budgets"])
@@ -203,11 +254,11 @@ def _keep_within(options: dict) -> None:
 
 
 def chosen_suite(path: Path) -> str | None:
-    """The suite chosen in the sidebar, or the default one until a suite is chosen (or when the
-    chosen one is not in this snapshot)."""
-    suite_ids = query("suites", path)
+    """The suite chosen at the top of the page, or the default one until a suite is chosen (or
+    when the chosen one is not in this snapshot)."""
+    suites = query("suites", path)
     chosen = st.session_state.get(FILTER_KEYS["suite"])
-    return chosen if chosen in suite_ids else queries.default_suite(suite_ids)
+    return chosen if chosen in set(suites["suite_id"]) else queries.default_suite(suites)
 
 
 def current_filters(path: Path) -> queries.Filters:
@@ -233,11 +284,10 @@ def current_filters(path: Path) -> queries.Filters:
 
 
 def filters_note(filters: queries.Filters) -> None:
-    """Say which suite this page shows and which filters are active."""
-    active = [  # agent and suite ids come from spec files and imported results: literal
+    """Say which of the sidebar's filters are active (the suite is the picker's, above)."""
+    active = [  # agent ids come from spec files and imported results: literal
         f"{label}: {', '.join(literal(v) for v in values)}"
         for label, values in (
-            ("suite", (filters.suite,) if filters.suite else ()),
             ("agents", filters.agents),
             ("tasks", filters.tasks),
             ("budgets", filters.budgets),
@@ -247,7 +297,7 @@ def filters_note(filters: queries.Filters) -> None:
     if filters.start is not None:
         active.append(f"created {filters.start} – {filters.end} (attempt-level views)")
     if active:
-        st.caption(" · ".join(active))
+        st.caption("Filtered: " + " · ".join(active))
 
 
 def provisional_note(path: Path, filters: queries.Filters) -> dict:
@@ -263,6 +313,27 @@ def provisional_note(path: Path, filters: queries.Filters) -> dict:
             "agents complete in all their settings, and may change as the rest complete."
         )
     return status
+
+
+def table(
+    frame: pd.DataFrame,
+    columns: list[str] | None = None,
+    *,
+    bars: tuple[str, ...] = (),
+    height: int | str = "auto",
+) -> None:
+    """Draw ``frame``'s ``columns`` (all when None), in that order (key columns first), with their
+    labels, formats, help and widths from app/columns.py, and missing values as empty cells;
+    ``bars``: 0..1 columns drawn as bars."""
+    shown = frame if columns is None else frame[list(columns)]
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height=height,
+        column_config=column_config(shown, bars),
+        placeholder="",
+    )
 
 
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:

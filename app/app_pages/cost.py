@@ -13,42 +13,51 @@ from app.app_pages._common import (
     literal,
     query,
     snapshot_or_stop,
+    table,
 )
+from app.columns import tooltips
 
-COLUMNS = {
-    "cost_total_usd": st.column_config.NumberColumn("total cost", format="$%.4f"),
-    "cost_mean_usd": st.column_config.NumberColumn("cost / attempt", format="$%.4f"),
-    "counted_cost_mean_usd": st.column_config.NumberColumn(
-        "cost / counted attempt", format="$%.4f"
-    ),
-    "counted_cost_total_usd": st.column_config.NumberColumn("counted total", format="$%.4f"),
-    "cost_per_success_usd": st.column_config.NumberColumn("cost / success", format="$%.4f"),
-    "points_per_dollar": st.column_config.NumberColumn("points / $", format="%.2f"),
-}
+# key columns first; the rest of the counts behind an expander (and in the CSV)
 AGENT_VIEW = [
     "agent_id",
     "score",
     "points_per_dollar",
     "cost_per_success_usd",
-    "cost_total_usd",
     "cost_mean_usd",
-    "counted_cost_mean_usd",
+    "cost_total_usd",
     "attempts",
     "attempts_with_cost",
-    "n_counted",
-    "counted_with_cost",
     "tokens_in_total",
     "tokens_out_total",
+]
+AGENT_MORE = [
+    "agent_id",
+    "counted_cost_mean_usd",
+    "counted_cost_total_usd",
+    "n_counted",
+    "counted_with_cost",
     "tokens_in_mean",
     "tokens_out_mean",
     "attempts_with_tokens",
+]
+SETTING_VIEW = [
+    "agent_id",
+    "task_id",
+    "budget_seconds",
+    "points",
+    "points_per_dollar",
+    "cost_per_success_usd",
+    "cost_mean_usd",
+    "cost_total_usd",
+    "attempts",
+    "attempts_with_cost",
 ]
 
 st.title("Cost")
 st.caption(
     "Tokens and cost as recorded by each attempt. An attempt that recorded no cost is "
     "*unknown* (an empty cell), never $0: totals and means use the attempts with a known cost "
-    "(see attempts_with_cost). Cost per success = known cost ÷ successes among those attempts. "
+    "(see Attempts with cost). Cost per success = known cost ÷ successes among those attempts. "
     "Points per dollar = the agent's primary score (or, per setting, its normalized points) ÷ "
     "the mean cost of a counted attempt; empty when the cost is unknown or 0."
 )
@@ -71,7 +80,12 @@ elif unknown:
     st.caption(f"Cost unknown for: {', '.join(literal(a) for a in unknown)}.")
 
 st.subheader("Per agent")
-st.dataframe(agents[AGENT_VIEW], hide_index=True, width="stretch", column_config=COLUMNS)
+table(agents, AGENT_VIEW)
+with st.expander(
+    "Counted attempts and tokens per attempt", key="cost_more", on_change="rerun"
+) as more:
+    if more.open:
+        table(agents, AGENT_MORE)
 download(agents, "agent_costs")
 
 ratio = agents.dropna(subset=["points_per_dollar"])
@@ -80,9 +94,15 @@ if not ratio.empty:
         alt.Chart(ratio)
         .mark_bar()
         .encode(
-            x=alt.X("points_per_dollar:Q", title="primary score per dollar (counted attempt)"),
+            x=alt.X(
+                "points_per_dollar:Q",
+                title="primary score per dollar (counted attempt)",
+                axis=alt.Axis(tickCount=8),
+            ),
             y=alt.Y("agent_id:N", sort="-x", title=None),
-            tooltip=["agent_id", "score", "counted_cost_mean_usd", "points_per_dollar"],
+            tooltip=tooltips(
+                ratio, ["agent_id", "score", "counted_cost_mean_usd", "points_per_dollar"]
+            ),
         ),
         width="stretch",
     )
@@ -102,36 +122,17 @@ if not tokens.empty:
             x=alt.X("tokens:Q", title="tokens (all attempts with a record)"),
             y=alt.Y("agent_id:N", title=None),
             color=alt.Color("direction:N", title="tokens"),
-            tooltip=["agent_id", "direction", "tokens"],
+            tooltip=[
+                *tooltips(long, ["agent_id"]),
+                "direction:N",
+                alt.Tooltip("tokens:Q", format=",d"),
+            ],
         ),
         width="stretch",
     )
 
 st.subheader("Per setting")
 settings = query("setting_costs", path, filters)
-st.dataframe(
-    settings[
-        [
-            "agent_id",
-            "task_id",
-            "budget_seconds",
-            "points",
-            "points_per_dollar",
-            "cost_per_success_usd",
-            "cost_total_usd",
-            "cost_mean_usd",
-            "counted_cost_mean_usd",
-            "attempts",
-            "attempts_with_cost",
-            "successes",
-            "n_counted",
-            "tokens_in_mean",
-            "tokens_out_mean",
-        ]
-    ],
-    hide_index=True,
-    width="stretch",
-    column_config=COLUMNS,
-)
+table(settings, SETTING_VIEW)
 download(settings, "setting_costs")
 footer(path)

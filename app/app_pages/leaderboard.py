@@ -12,7 +12,9 @@ from app.app_pages._common import (
     provisional_note,
     query,
     snapshot_or_stop,
+    table,
 )
+from app.columns import tooltips
 
 VARIANT_LABELS = {
     "best_budget": "Best budget per task (primary)",
@@ -21,7 +23,7 @@ VARIANT_LABELS = {
 }
 
 # What people came for, on one 1280-px screen (sidebar open): sized columns, and the badges'
-# meaning in their headers' help; the spec metadata, the chart and the coverage of every agent
+# meaning in their headers' help (app/columns.py); the spec metadata, the chart and the coverage of every agent
 # behind expanders whose content runs only when opened (on_change="rerun"), so a page load
 # draws one table.
 FIRST_COLUMNS = [
@@ -38,6 +40,7 @@ FIRST_COLUMNS = [
 ]
 PRIMARY_ONLY = ("score_interval", "p_rank_1")
 DETAIL_COLUMNS = [
+    "rank",
     "agent_id",
     "agent_title",
     "harness",
@@ -47,59 +50,38 @@ DETAIL_COLUMNS = [
     "attempts",
     "run_rel_iqr",
     "n_cells",
-    "score_low",
-    "score_high",
     "mean_rank",
     "rank_std",
-    "suite_coverage",
 ]
-COVERAGE_HELP = (
-    "k/n: k of the agent's n settings have enough successes to count (✗: some lack them). "
-    "Whether the whole suite is complete is said above the table (provisional: k of n settings)."
-)
-CONTAMINATION_HELP = (
-    "⚠ the tasks whose start date is on or before the model's knowledge cutoff (the agent may "
-    "have seen the competition); cutoff unknown when a date is missing."
-)
-DUPLICATES_HELP = (
-    "⚠ settings where two of the counted attempts submitted the same answer (cached or "
-    "replayed: not independent); ⧉ attempts whose answer another agent also submitted; "
-    "unknown when some counted attempt has no submission fingerprint (records before schema 5)."
-)
-COLUMNS = {
-    "rank": st.column_config.NumberColumn("rank", width=40),
-    "agent_id": st.column_config.TextColumn("agent"),
-    "score": st.column_config.ProgressColumn(
-        "score", min_value=0, max_value=1, format="%.3f", width=75
-    ),
-    "score_interval": st.column_config.TextColumn(
-        "95% interval", help="Bootstrap 95% interval of the primary score."
-    ),
-    "p_rank_1": st.column_config.NumberColumn(
-        "P(rank 1)",
-        format="percent",
-        help="Share of the bootstrap replicates that rank it first, among the ranked agents "
-        "(in a provisional suite, only those complete so far: the others may still place anywhere).",
-    ),
-    "success_rate": st.column_config.NumberColumn(
-        "success",
-        format="percent",
-        help="Success rate: successes / the agent's own attempts (harness and provider faults "
-        "are not the agent's: excluded, shown on the Reliability page).",
-    ),
-    "mean_rank_sd": st.column_config.TextColumn(
-        "mean rank ± sd", help="Mean rank over the tasks ± its sample standard deviation."
-    ),
-    "coverage": st.column_config.TextColumn("coverage", help=COVERAGE_HELP),
-    "contamination": st.column_config.TextColumn("contamination", help=CONTAMINATION_HELP),
-    "duplicates": st.column_config.TextColumn("duplicates", help=DUPLICATES_HELP),
-    "agent_title": st.column_config.TextColumn("title"),
-    "run_rel_iqr": st.column_config.NumberColumn("run-to-run rel. IQR", format="%.3f"),
-    "n_cells": st.column_config.NumberColumn("cells"),
-    "score_low": st.column_config.NumberColumn("95% low", format="%.3f"),
-    "score_high": st.column_config.NumberColumn("95% high", format="%.3f"),
-    "suite_coverage": st.column_config.TextColumn("suite settings complete"),
-}
+COVERAGE_COLUMNS = [
+    "agent_id",
+    "badge",
+    "settings",
+    "incomplete_settings",
+    "missing_successes",
+    "harness_errors",
+    "provider_errors",
+]
+STOPPED_COLUMNS = [
+    "agent_id",
+    "task_id",
+    "budget_seconds",
+    "harness_errors",
+    "provider_errors",
+    "attempts",
+    "successes",
+    "missing",
+]
+DUPLICATED_COLUMNS = [
+    "agent_id",
+    "task_id",
+    "budget_seconds",
+    "duplicated_counted",
+    "n_counted",
+    "n_distinct_counted_submissions",
+    "n_distinct_submissions",
+    "n_shared_with_other_agents",
+]
 
 
 def score_chart(board, primary: bool) -> dict:
@@ -118,10 +100,9 @@ def score_chart(board, primary: bool) -> dict:
                     "title": "score (normalized points)",
                 },
                 "y": y,
-                "tooltip": [
-                    {"field": c, "type": "nominal" if c != "score" else "quantitative"}
-                    for c in ("agent_id", "score", "coverage", "contamination", "duplicates")
-                ],
+                "tooltip": tooltips(
+                    board, ["agent_id", "score", "coverage", "contamination", "duplicates"]
+                ),
             },
         }
     ]
@@ -164,12 +145,12 @@ if board.empty:
 else:
     primary = variant == "best_budget"  # the bootstrap is of the primary score only
     shown = [c for c in FIRST_COLUMNS if primary or c not in PRIMARY_ONLY]
-    st.dataframe(board[shown], hide_index=True, width="stretch", column_config=COLUMNS)
+    table(board, shown, bars=("score",))
     st.caption(
         "Badges: **coverage** = settings with enough successes / settings; **contamination** = "
         "the model's knowledge cutoff is on or after a task's start date; **duplicates** = ⚠ "
         "two counted attempts of a setting submitted the same answer (replayed: not "
-        "independent), ⧉ attempts whose answer another agent also submitted. Hover over a "
+        "independent), ↔ attempts whose answer another agent also submitted. Hover over a "
         "column's header for more."
     )
     with st.expander(
@@ -178,9 +159,7 @@ else:
         on_change="rerun",
     ) as details:
         if details.open:
-            st.dataframe(
-                board[DETAIL_COLUMNS], hide_index=True, width="stretch", column_config=COLUMNS
-            )
+            table(board, DETAIL_COLUMNS)
     with st.expander("Chart: scores", key="leaderboard_chart", on_change="rerun") as chart:
         if chart.open:
             st.vega_lite_chart(board, score_chart(board, primary), width="stretch")
@@ -201,7 +180,7 @@ with st.expander(
             "Only agents with enough successes in every setting the suite lists are ranked; "
             "settings never run count as missing."
         )
-        st.dataframe(coverage, hide_index=True, width="stretch")
+        table(coverage, COVERAGE_COLUMNS)
         download(coverage, "coverage")
 
 stopped = query("stopped_settings", path, filters)
@@ -222,7 +201,7 @@ if not stopped.empty:
         "traceback, the record's `provider_fault_evidence` the provider's failures); once the "
         "cause is fixed, raise the ceiling in the suite file and run the suite again."
     )
-    st.dataframe(stopped, hide_index=True, width="stretch")
+    table(stopped, STOPPED_COLUMNS)
     download(stopped, "stopped_settings")
 duplicated = query("duplicated_settings", path, filters)
 if not duplicated.empty:
@@ -233,6 +212,6 @@ if not duplicated.empty:
         f"{replayed} of them among the counted attempts (⚠ on the leaderboard: the setting's "
         "median is not over independent attempts). The Run explorer lists an attempt's twins."
     )
-    st.dataframe(duplicated, hide_index=True, width="stretch")
+    table(duplicated, DUPLICATED_COLUMNS)
     download(duplicated, "duplicated_settings")
 footer(path)

@@ -12,7 +12,25 @@ from app.app_pages._common import (
     footer,
     query,
     snapshot_or_stop,
+    table,
 )
+from app.columns import label, tooltips
+
+RATE_COLUMNS = [
+    "agent_id",
+    "success_rate",
+    "successes",
+    "agent_attempts",
+    "agent_failures",
+    "harness_errors",
+    "provider_errors",
+    "provider_faults",
+    "rate_limited",
+    "attempts",
+    "run_rel_iqr",
+]
+FAULTS = ("agent_failures", "provider_errors", "provider_faults")
+ROW = alt.Step(24)  # pixels per agent in the bar charts
 
 st.title("Reliability")
 path = snapshot_or_stop()
@@ -27,9 +45,10 @@ chart = (
     .encode(
         x=alt.X("attempts:Q", stack="normalize", title="share of attempts"),
         y=alt.Y("agent_id:N", title=None),
-        color=alt.Color("status:N"),
-        tooltip=["agent_id", "status", "attributed_to", "attempts"],
+        color=alt.Color("status:N", title=label("status")),
+        tooltip=tooltips(counts, ["agent_id", "status", "attributed_to", "attempts"]),
     )
+    .properties(height=ROW)
 )
 st.altair_chart(chart, width="stretch")
 download(counts, "status_counts")
@@ -41,15 +60,7 @@ st.caption(
     "in-stream errors, streams the provider cut, seen by the gateway) are not the agent's: they "
     "are counted apart from its failures, re-run, and stay out of the rate."
 )
-st.dataframe(
-    rates,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "success_rate": st.column_config.NumberColumn("success rate", format="percent"),
-        "run_rel_iqr": st.column_config.NumberColumn("run-to-run rel. IQR", format="%.3f"),
-    },
-)
+table(rates, RATE_COLUMNS)
 download(rates, "success_rates")
 
 st.subheader("Provider faults (not the agent's)")
@@ -57,15 +68,14 @@ st.caption(
     "Per agent: attempts that ended as provider_error (re-run under the suite's "
     "`provider_error_ceiling`), and every fault the gateway saw from the provider over all its "
     "attempts, including those the agent recovered from. Calls the gateway refused because the "
-    "agent exceeded its own request rate (rate_limited) are the agent's doing, not faults."
+    "agent exceeded its own request rate (Rate-limited) are the agent's doing, not faults."
 )
-faults = rates[["agent_id", "agent_failures", "provider_errors", "provider_faults"]].melt(
-    id_vars="agent_id", var_name="count", value_name="n"
-)
+faults = rates[["agent_id", *FAULTS]].melt(id_vars="agent_id", var_name="count", value_name="n")
 faults = faults.dropna(subset=["n"])
 if faults.empty or not faults.loc[faults["count"] != "agent_failures", "n"].any():
     st.info("No provider fault recorded for these agents.")
 else:
+    faults["count"] = faults["count"].map(label)
     st.altair_chart(
         alt.Chart(faults)
         .mark_bar()
@@ -77,12 +87,13 @@ else:
                 "count:N",
                 title=None,
                 scale=alt.Scale(
-                    domain=["agent_failures", "provider_errors", "provider_faults"],
+                    domain=[label(c) for c in FAULTS],
                     range=["#9e9e9e", "#d62728", "#ff9896"],
                 ),
             ),
-            tooltip=["agent_id", "count", "n"],
-        ),
+            tooltip=[*tooltips(faults, ["agent_id"]), "count:N", "n:Q"],
+        )
+        .properties(height=alt.Step(36)),
         width="stretch",
     )
 
@@ -98,10 +109,13 @@ else:
         alt.Chart(stable)
         .mark_bar()
         .encode(
-            x=alt.X("run_rel_iqr:Q", title="relative IQR"),
+            x=alt.X(
+                "run_rel_iqr:Q", title="relative IQR", axis=alt.Axis(format=".3f", tickCount=6)
+            ),
             y=alt.Y("agent_id:N", sort="x", title=None),
-            tooltip=["agent_id", "run_rel_iqr", "run_settings"],
-        ),
+            tooltip=tooltips(stable, ["agent_id", "run_rel_iqr", "run_settings"]),
+        )
+        .properties(height=ROW),
         width="stretch",
     )
 
@@ -114,10 +128,23 @@ scatter = rates.dropna(subset=["rank", "run_rel_iqr"])
 if scatter.empty:
     st.info("No ranked agent with a run-to-run spread yet.")
 else:
+    # both scales from 0 (a padded top): the spread's differences between agents are often a
+    # few thousandths, which a domain fitted to the data would draw as a wall-to-wall gap
+    widest = float(scatter["run_rel_iqr"].max())
     points = alt.Chart(scatter).encode(
-        x=alt.X("run_rel_iqr:Q", title="run-to-run relative IQR (lower = steadier)"),
-        y=alt.Y("score:Q", title="primary score", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["agent_id", "rank", "score", "run_rel_iqr", "run_settings"],
+        x=alt.X(
+            "run_rel_iqr:Q",
+            title="run-to-run relative IQR (lower = steadier)",
+            scale=alt.Scale(domain=[0, max(widest * 1.25, 0.01)], zero=True),
+            axis=alt.Axis(format=".3f", tickCount=6),
+        ),
+        y=alt.Y(  # padded both ends: an agent at 0 or 1 is drawn whole, off the axis
+            "score:Q",
+            title="primary score",
+            scale=alt.Scale(domain=[-0.05, 1.05], nice=False),
+            axis=alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        ),
+        tooltip=tooltips(scatter, ["agent_id", "rank", "score", "run_rel_iqr", "run_settings"]),
     )
     st.altair_chart(
         points.mark_circle(size=120)

@@ -23,7 +23,9 @@ from app.app_pages._common import (
     query,
     show_text,
     snapshot_or_stop,
+    table,
 )
+from app.columns import label
 
 
 def _at(event: dict) -> str:
@@ -197,7 +199,7 @@ def show_twins(path: Path, suite: str | None, record: dict) -> None:
         + (f", {replays:,} of them in the same setting: a replayed or cached answer." if replays
            else ".")
     )  # fmt: skip
-    st.dataframe(twins.drop(columns=["total"]), hide_index=True, width="stretch")
+    table(twins, TWIN_COLUMNS)
 
 
 def show_source_fields(record: dict) -> None:
@@ -208,7 +210,7 @@ def show_source_fields(record: dict) -> None:
         return
     st.caption("Fields of the imported source that have no column here (`source_fields`):")
     fields["value"] = fields["value"].map(lambda v: clip(v, 2000))
-    st.dataframe(fields, hide_index=True, width="stretch")
+    table(fields)
 
 
 def show_record(record: dict) -> None:
@@ -219,16 +221,42 @@ def show_record(record: dict) -> None:
     st.caption(
         f"{len(fields)} of {len(record)} fields recorded (the others are empty for this attempt)."
     )
-    st.dataframe(
-        fields,
-        hide_index=True,
-        width="stretch",
-        height=min(35 * (len(fields) + 1) + 3, 900),
-        column_config={"field": st.column_config.TextColumn("field", width="medium")},
-    )
+    table(fields, height=min(35 * (len(fields) + 1) + 3, 900))
 
 
 NOT_HERE = "Not available on this machine (no such file next to the loaded record)."
+# Key columns first, the wide run id last: what a reader scans for (how it ended, its score,
+# whose setting) fits a 1600-px screen; the rest behind the "every column" toggle (and the CSV).
+RUN_COLUMNS = [
+    "status",
+    "score",
+    "agent_id",
+    "task_id",
+    "budget_seconds",
+    "created_at",
+    "wall_seconds",
+    "cost_usd",
+    "run_id",
+]
+MORE_RUN_COLUMNS = [
+    "validation_code",
+    "local_validation_score",
+    "attempt_index",
+    "instruction_profile",
+    "tokens_in",
+    "tokens_out",
+    "peak_memory_bytes",
+]
+TWIN_COLUMNS = [
+    "relation",
+    "status",
+    "score",
+    "is_counted",
+    "agent_id",
+    "budget_seconds",
+    "created_at",
+    "run_id",
+]
 st.title("Run explorer")
 path = snapshot_or_stop()
 filters = current_filters(path)
@@ -246,7 +274,12 @@ if total > len(shown):
     )
 else:
     st.caption(f"{total:,} attempts match.")
-st.dataframe(shown, hide_index=True, width="stretch")
+every = st.toggle("Every column", key="run_columns_all", help=", ".join(
+    label(c) for c in MORE_RUN_COLUMNS))  # fmt: skip
+table(
+    shown,
+    [*RUN_COLUMNS[:-1], *MORE_RUN_COLUMNS, RUN_COLUMNS[-1]] if every else RUN_COLUMNS,
+)
 st.download_button(
     "Download the matching attempts (CSV)",
     lambda: queries.runs(connection(path), filters, statuses).to_csv(index=False).encode("utf-8"),

@@ -12,7 +12,25 @@ from app.app_pages._common import (
     footer,
     query,
     snapshot_or_stop,
+    table,
 )
+from app.columns import label, tooltips
+
+# the task is chosen above the table: not a column
+SETTING_COLUMNS = [
+    "agent_id",
+    "budget_seconds",
+    "median_score",
+    "q1",
+    "q3",
+    "iqr",
+    "n_counted",
+    "successes",
+    "attempts",
+    "harness_errors",
+    "provider_errors",
+]
+ATTEMPT_COLUMNS = ["agent_id", "success_index", "score", "created_at", "run_id"]
 
 st.title("Scores per setting")
 st.caption("Median of the counted successes of each agent × task × budget; bars span Q1–Q3.")
@@ -31,10 +49,10 @@ better = "higher" if direction == "maximize" else "lower"
 st.caption(f"Raw metric, {better} is better.")
 
 base = alt.Chart(one).encode(
-    x=alt.X("budget_seconds:O", title="budget (s)"),
+    x=alt.X("budget_seconds:O", title="budget (s)", axis=alt.Axis(labelAngle=0)),
     xOffset="agent_id:N",
-    color=alt.Color("agent_id:N", title="agent"),
-    tooltip=list(one.columns),
+    color=alt.Color("agent_id:N", title=label("agent_id")),
+    tooltip=tooltips(one, ["agent_id", "budget_seconds", "median_score", "q1", "q3", "n_counted"]),
 )
 chart = base.mark_rule(strokeWidth=3).encode(
     y=alt.Y("q1:Q", title="median score", scale=alt.Scale(zero=False)), y2="q3:Q"
@@ -44,17 +62,17 @@ if one["stopped_at_harness_error_ceiling"].any():
     n = int(one["stopped_at_harness_error_ceiling"].sum())
     st.warning(
         f"⛔ {n} setting(s) of this task stopped at the harness-error ceiling (column "
-        "`harness_errors`): the harness failed that often, so the setting gets no more attempts "
+        "Harness errors): the harness failed that often, so the setting gets no more attempts "
         "until the suite's `harness_error_ceiling` is raised (see the Leaderboard page)."
     )
 if one["stopped_at_provider_error_ceiling"].any():
     n = int(one["stopped_at_provider_error_ceiling"].sum())
     st.warning(
         f"⛔ {n} setting(s) of this task stopped at the provider-error ceiling (column "
-        "`provider_errors`): the model provider failed that often (not the agent's doing), so the "
+        "Provider errors): the model provider failed that often (not the agent's doing), so the "
         "setting gets no more attempts until the suite's `provider_error_ceiling` is raised."
     )
-st.dataframe(one, hide_index=True, width="stretch")
+table(one, SETTING_COLUMNS)
 download(scores, "setting_scores", "Download all settings (CSV)")
 
 st.subheader("Counted attempts")
@@ -69,24 +87,25 @@ if attempts.empty:
     st.info("No counted attempt for this task and budget (with the current filters).")
 else:
     y = alt.Y("score:Q", title="score", scale=alt.Scale(zero=False))
+    agent_axis = alt.X("agent_id:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=0))
     boxes = (
         alt.Chart(attempts)
         .mark_boxplot(extent="min-max", opacity=0.35)
-        .encode(x=alt.X("agent_id:N", title=None), y=y, color=alt.Color("agent_id:N", legend=None))
+        .encode(x=agent_axis, y=y, color=alt.Color("agent_id:N", legend=None))
     )
     dots = (
         alt.Chart(attempts)
         .mark_circle(size=60, opacity=0.9)
         .transform_calculate(jitter="(random() - 0.5) * 24")
         .encode(
-            x=alt.X("agent_id:N", title=None),
+            x=agent_axis,
             xOffset=alt.XOffset("jitter:Q", scale=alt.Scale(domain=[-40, 40])),
             y=y,
             color=alt.Color("agent_id:N", legend=None),
-            tooltip=["run_id", "agent_id", "success_index", "score", "created_at"],
+            tooltip=tooltips(attempts, ["agent_id", "success_index", "score", "run_id"]),
         )
     )
     st.altair_chart(boxes + dots, width="stretch")
-    st.dataframe(attempts, hide_index=True, width="stretch")
+    table(attempts, ATTEMPT_COLUMNS)
     download(attempts, f"counted_attempts_{task}_{budget}")
 footer(path)

@@ -72,9 +72,9 @@ def test_leaderboard_shows_the_agents_and_switches_variant(app_snapshot: Path, m
     board = at.dataframe[0].value
     assert list(board["agent_id"]) == ["alpha", "beta"]
     assert "p_rank_1" not in board.columns  # the bootstrap is of the primary variant only
-    (coverage,) = _frames(at, "is_ranked")
+    (coverage,) = _frames(at, "badge")
     coverage = coverage.set_index("agent_id")
-    assert not bool(coverage.loc["gamma", "is_ranked"])
+    assert coverage.loc["gamma", "badge"].startswith("✗")  # not ranked
 
 
 def _frames(at: AppTest, *columns: str) -> list:
@@ -86,7 +86,7 @@ def test_leaderboard_badges_replayed_submissions(app_snapshot: Path, monkeypatch
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
     board = at.dataframe[0].value.set_index("agent_id")
     assert board.loc["alpha", "duplicates"] == "⚠ 1 setting(s) replayed"
-    assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared"
+    assert board.loc["beta", "duplicates"] == "↔ 1 attempt(s) shared"
     text = _text(at)
     assert "**duplicates**" in text and "not independent" in text  # the badge's meaning
     assert "Duplicate submissions" in [h.value for h in at.subheader]
@@ -244,7 +244,7 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):
         assert set(at.dataframe[0].value["agent_id"]) == {"beta"}, page
     at.switch_page("app_pages/settings.py").run()
     at.sidebar.multiselect(key="filter_tasks").set_value(["t2"]).run()
-    assert set(at.dataframe[0].value["task_id"]) == {"t2"}
+    assert at.selectbox(key="task").options == ["t2"]  # the table is of the task chosen here
     assert set(at.dataframe[1].value["agent_id"]) == {"beta"}  # the counted attempts
     at.session_state["filters_open"] = False  # closed: no filter widget drawn, the filters stay
     at.switch_page("app_pages/leaderboard.py").run()
@@ -255,13 +255,15 @@ def test_router_filters_apply_across_pages(app_snapshot: Path, monkeypatch):
 
 def test_suite_and_date_filters(app_snapshot: Path, monkeypatch):
     at = _open_filters(_run("router.py", app_snapshot, monkeypatch))
-    assert at.sidebar.selectbox(key="filter_suite").value == "demo"  # the default suite
-    at.sidebar.selectbox(key="filter_suite").set_value("other").run()
+    picker = at.selectbox(key="filter_suite")  # at the top of the page, not in the sidebar
+    assert not at.sidebar.selectbox and picker.value == "demo"  # the default suite
+    # every suite file, the one never run too (marked so)
+    assert picker.options == ["demo · demo", "idle · idle (no runs yet)", "other · other"]
+    picker.set_value("other").run()
     assert not at.exception
     assert at.warning, "nobody of suite 'other' is ranked"
     assert list(at.dataframe[0].value["agent_id"]) == ["gamma"]  # the coverage table only
-    assert "suite: ` other `" in _text(at)
-    at.sidebar.selectbox(key="filter_suite").set_value("demo").run()
+    at.selectbox(key="filter_suite").set_value("demo").run()
     at.switch_page("app_pages/run_explorer.py").run()
     everything = len(at.dataframe[0].value)
     at.sidebar.date_input(key="filter_dates").set_value((LATE_DAY, LATE_DAY)).run()
@@ -278,7 +280,7 @@ def test_cost_page_shows_known_and_unknown_cost(app_snapshot: Path, monkeypatch)
     assert "Cost unknown for: ` beta `, ` gamma `" in _text(at)
     assert len(_charts(at)) == 2  # points per dollar, tokens
     settings = at.dataframe[1].value
-    assert {"points_per_dollar", "cost_per_success_usd", "tokens_in_mean"} <= set(settings)
+    assert {"points_per_dollar", "cost_per_success_usd", "cost_mean_usd"} <= set(settings)
 
 
 def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):
@@ -288,7 +290,7 @@ def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):
     assert counted.groupby("agent_id").size().to_dict() == {"alpha": 5, "beta": 5, "gamma": 1}
     assert len(_charts(at)) == 2
     at.selectbox(key="budget").set_value(600).run()
-    assert set(at.dataframe[1].value["budget_seconds"]) == {600}
+    assert all("__600s__" in run_id for run_id in at.dataframe[1].value["run_id"])
 
 
 def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):
@@ -312,7 +314,7 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     monkeypatch,
 ):
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
-    (coverage,) = _frames(at, "is_ranked")
+    (coverage,) = _frames(at, "badge")
     coverage = coverage.set_index("agent_id")
     assert coverage.loc["gamma", "badge"].endswith("⛔ 1 stopped at the harness-error ceiling")
     assert coverage.loc["gamma", "harness_errors"] == 3
@@ -322,7 +324,7 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     assert "among the 2 of 3 agents complete" in warning
     assert "1 setting(s) stopped at the harness-error ceiling" in warning
     assert "harness_error_ceiling" in warning and "Run explorer" in warning
-    (stopped,) = _frames(at, "harness_error_ceiling")
+    (stopped,) = _frames(at, "missing")
     assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["gamma", "t2", 600]
     ]
@@ -438,6 +440,66 @@ def test_literal_survives_backticks_and_line_breaks():
         kinds = [c.type for c in tokens[1].children]
         assert kinds == ["text", "code_inline", "text"], (text, kinds)
     assert literal("") == "" and literal(None) == ""
+
+
+# Columns a page never shows: the suite is the picker's, run_space an internal key.
+NEVER_SHOWN = {"suite_id", "run_space", "total", "variant"}
+
+
+def _labels(at: AppTest) -> list[tuple[str, str]]:
+    """(column, label) of every column of every table the page drew."""
+    pairs = []
+    for table in at.dataframe:
+        config = json.loads(table.proto.columns or "{}")
+        for column in table.value.columns:
+            pairs.append((column, config.get(column, {}).get("label")))
+    return pairs
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_table_has_human_labels_and_empty_cells(page: str, app_snapshot: Path, monkeypatch):
+    """Every column of every table (the expanders opened) has a label from app/columns.py,
+    none is an internal name (snake_case, or the raw name itself), no suite_id column is shown,
+    and missing values are drawn as empty cells."""
+    monkeypatch.setenv("TMLBENCH_SNAPSHOT", str(app_snapshot))
+    at = AppTest.from_file(str(APP_DIR / f"app_pages/{page}.py"), default_timeout=30)
+    for key in ("leaderboard_details", "leaderboard_coverage", "cost_more", "run_columns_all"):
+        at.session_state[key] = True
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    pairs = _labels(at)
+    assert pairs, page
+    assert not {column for column, _ in pairs} & NEVER_SHOWN, pairs
+    unlabelled = [(c, lab) for c, lab in pairs if not lab or lab == c or "_" in lab]
+    assert not unlabelled, unlabelled
+    assert all(table.proto.placeholder == "" for table in at.dataframe)
+    assert all(table.proto.HasField("placeholder") for table in at.dataframe)
+
+
+def test_run_explorer_leads_with_status_score_and_setting(app_snapshot: Path, monkeypatch):
+    at = _run("app_pages/run_explorer.py", app_snapshot, monkeypatch)
+    columns = list(at.dataframe[0].value.columns)
+    assert columns[:5] == ["status", "score", "agent_id", "task_id", "budget_seconds"]
+    assert columns[-1] == "run_id"  # the wide id last
+    (record,) = _record_tables(at)  # the record view leads with how the attempt ended
+    assert record["field"].iloc[0] == "status"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_suite_without_runs_says_how_to_run_it(script: str, app_snapshot: Path, monkeypatch):
+    """A suite file never run is in the picker on every page; chosen, the page says how to run
+    it (its Dagster asset group, the command) and shows nothing else."""
+    monkeypatch.setenv("TMLBENCH_SNAPSHOT", str(app_snapshot))
+    at = AppTest.from_file(str(APP_DIR / "router.py"), default_timeout=30)
+    at.run()
+    if script != "router.py":
+        at.switch_page(script).run()
+    at.selectbox(key="filter_suite").set_value("idle").run()
+    assert not at.exception, [e.message for e in at.exception]
+    hint = " ".join(str(i.value) for i in at.info)
+    assert "Suite ` idle ` has no runs yet" in hint
+    assert "` suite_idle `" in hint and "orchestration.materialize --suite idle" in hint
+    assert not at.dataframe
 
 
 def _cells(at: AppTest) -> set[str]:

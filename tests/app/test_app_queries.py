@@ -182,6 +182,8 @@ def test_runs_lists_every_attempt_newest_first(con):
 
 
 def test_record_fields_as_text():
+    """Status, score and the reason first (whatever the warehouse's column order), then whose
+    attempt it is, then the rest in the record's order; missing values left out."""
     record = {
         "run_id": "r1",
         "score": float("nan"),
@@ -190,24 +192,33 @@ def test_record_fields_as_text():
         "created_at": pd.Timestamp("2026-01-01T12:00:00Z"),
         "wall_seconds": np.float64(1.5),
         "finished_at": pd.NaT,
+        "limit_exceeded": "wall_clock",
+        "status": "timeout",
     }
     assert run_files.record_fields(record).values.tolist() == [
+        ["status", "timeout"],
+        ["limit_exceeded", "wall_clock"],
+        ["created_at", "2026-01-01T12:00:00+00:00"],
+        ["wall_seconds", "1.5"],
         ["run_id", "r1"],
         ["sandbox_notes", '["a", "b"]'],
         ["egress_denied_hosts", '{"h": 2}'],
-        ["created_at", "2026-01-01T12:00:00+00:00"],
-        ["wall_seconds", "1.5"],
     ]
 
 
 def test_filter_options(con):
-    assert queries.suites(con) == ["demo", "other"]
-    assert queries.default_suite(queries.suites(con)) == "demo"
+    suites = queries.suites(con)  # every suite file, with runs or not (idle has none)
+    assert suites.values.tolist() == [
+        ["demo", "demo", True, True], ["idle", "idle", True, False], ["other", "other", True, True]
+    ]  # fmt: skip
+    assert queries.default_suite(suites) == "demo"
     other = queries.filter_options(con, "other")  # the chosen suite's own options
     assert (other["agents"], other["tasks"], other["budgets"]) == (["gamma"], ["t1"], [60])
     assert queries.filter_options(con, "nope")["agents"] == []
+    idle = queries.filter_options(con, "idle")
+    assert idle["agents"] == idle["statuses"] == [] and idle["first_day"] is None
     options = queries.filter_options(con, "demo")
-    assert options["suites"] == ["demo", "other"]
+    assert options["suites"] == ["demo", "idle", "other"]
     assert options["agents"] == ["alpha", "beta", "gamma"]
     assert options["tasks"] == sorted(TASKS) and options["budgets"] == list(BUDGETS)
     # the run explorer's status filter: the statuses that occur, in the taxonomy's order
@@ -348,7 +359,7 @@ def test_settings_stopped_at_the_harness_error_ceiling(con):
 def test_leaderboard_badges_replayed_and_shared_submissions(con):
     board = queries.leaderboard(con, filters=DEMO).set_index("agent_id")
     assert board.loc["alpha", "duplicates"] == "⚠ 1 setting(s) replayed"
-    assert board.loc["beta", "duplicates"] == "⧉ 1 attempt(s) shared"
+    assert board.loc["beta", "duplicates"] == "↔ 1 attempt(s) shared"
     assert "duplicates" in queries.leaderboard(con, "all_cells", DEMO).columns
 
     # the other badges ("✓ distinct", "unknown"): the dbt unit test of
@@ -407,6 +418,18 @@ def test_run_source_fields_as_rows():
     ]
 
 
+def test_default_suite_prefers_the_demo_then_a_suite_with_runs():
+    def frame(**has_runs: bool) -> pd.DataFrame:
+        return pd.DataFrame({"suite_id": list(has_runs), "has_runs": list(has_runs.values())})
+
+    assert queries.default_suite(frame(a=True, demo=True)) == "demo"
+    # a fresh clone that ran tml-v1 only: its suite, not the demo's empty page
+    assert queries.default_suite(frame(demo=False, tml=True, z=True)) == "tml"
+    assert queries.default_suite(frame(b=False, demo=False)) == "demo"
+    assert queries.default_suite(frame(b=False)) == "b"
+    assert queries.default_suite(frame()) is None
+
+
 # --- the newest snapshot: queries.SnapshotReader -----------------------------------------------
 
 
@@ -416,7 +439,10 @@ def _publish_tiny(path: Path, version: int) -> None:
     staging = path.with_name(f".{path.name}.tmp")
     with duckdb.connect(str(staging)) as writer:
         writer.execute("create schema display")
-        writer.execute(f"create table display.filter_options as select 's{version}' as suite_id")
+        writer.execute(
+            f"create table display.filter_options as select 's{version}' as suite_id, "
+            "null as suite_title, true as from_suite_file, true as has_runs"
+        )
     staging.replace(path)
 
 
@@ -431,6 +457,10 @@ def _open_files(path: Path) -> int:
     return sum(link in (str(path), f"{path} (deleted)") for link in links)
 
 
+def _suite_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return queries.suites(con)["suite_id"].tolist()
+
+
 def test_snapshot_reader_reads_a_newly_published_snapshot_while_the_old_one_is_open(
     tmp_path: Path,
 ):
@@ -442,13 +472,13 @@ def test_snapshot_reader_reads_a_newly_published_snapshot_while_the_old_one_is_o
     _publish_tiny(path, 1)
     old = reader.current()
     assert reader.current() is old  # the same file: the same connection
-    assert queries.suites(old.connection) == ["s1"]
+    assert _suite_ids(old.connection) == ["s1"]
     _publish_tiny(path, 2)
     new = reader.current()
     assert new.identity not in (None, old.identity)
-    assert queries.suites(new.connection) == ["s2"]
+    assert _suite_ids(new.connection) == ["s2"]
     # a session still reading the old snapshot goes on reading it: not closed under its query
-    assert queries.suites(old.connection) == ["s1"]
+    assert _suite_ids(old.connection) == ["s1"]
     assert _open_files(path) == 2
     del old  # its last holder is done: the replaced file is closed
     assert _open_files(path) == 1
@@ -481,7 +511,7 @@ def test_snapshot_reader_follows_publishes_and_keeps_no_old_snapshot_nobody_read
         elif held:
             held.pop(0)
         current = reader.current()
-        assert queries.suites(current.connection) == [f"s{version}"]
-        assert [queries.suites(s.connection) for _, s in held] == [[f"s{v}"] for v, _ in held]
+        assert _suite_ids(current.connection) == [f"s{version}"]
+        assert [_suite_ids(s.connection) for _, s in held] == [[f"s{v}"] for v, _ in held]
         alive = {id(s.connection) for s in [current, *(s for _, s in held)]}
         assert _open_files(path) == len(alive), (steps, step)

@@ -7,7 +7,12 @@ pointing at it, and drives Debian's ``/usr/bin/chromium`` through Playwright (Pl
 browser download is never used). The leaderboard must show the three agents; every page of the
 navigation must render without a ``stException`` element, and is screenshotted only once its
 tables and Vega-Lite charts are drawn (canvas or SVG marks present, not just the script run
-finished). A screenshot of every page goes to ``test-artifacts/dashboard/<page>.png``. The Streamlit process group is always terminated.
+finished). A screenshot of every page, whole, at 1600 px wide, goes to
+``test-artifacts/dashboard/<page>.png``. Every page must read like a report at that width
+(``check_readable``): the suite picker above its title, listing every suite file; no table wider
+than its place (no sideways scroll); human column headers; the run explorer's key columns first;
+full task labels and fitted axes in the charts; badge glyphs the browser's font draws. The
+Streamlit process group is always terminated.
 """
 
 from __future__ import annotations
@@ -55,6 +60,35 @@ EXCEPTION = '[data-testid="stException"]'
 TABLES = '[data-testid="stDataFrame"]'
 CHARTS = '[data-testid="stVegaLiteChart"]'
 COST_AGENT = "baseline-gbm"  # the one demo agent whose attempts record tokens and cost
+WIDTH = 1600  # the screen the main tables must fit without sideways scroll
+SUITE_FILES = sorted(p.stem for p in (REPO_ROOT / "suites").glob("*.yaml"))
+SNAKE_CASE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")  # an internal column name
+# per table drawn (not inside a closed expander): its column headers, and whether it scrolls
+# sideways (the data grid's scroller wider than its box, or the box past the viewport)
+TABLE_REPORT = f"""() => [...document.querySelectorAll('{TABLES}')]
+    .filter(el => !el.closest('details:not([open])'))
+    .map(el => {{
+        const scroller = el.querySelector('.dvn-scroller');
+        return {{
+            headers: [...el.querySelectorAll('[role=columnheader], th')]
+                .map(h => h.textContent.trim()).filter(Boolean),
+            scrollWidth: scroller ? scroller.scrollWidth : 0,
+            clientWidth: scroller ? scroller.clientWidth : 0,
+            right: el.getBoundingClientRect().right,
+        }};
+    }})"""
+CHART_TEXTS = f"""() => [...document.querySelectorAll('{CHARTS}')]
+    .map(chart => [...chart.querySelectorAll('svg text')].map(t => t.textContent))"""
+# How the page's font draws a character on a canvas (as the data grid draws its cells): a glyph
+# no installed font has is drawn as the same empty box as a private-use character
+GLYPH = """([font, ch]) => {
+    const canvas = document.createElement('canvas');
+    canvas.width = 48; canvas.height = 48;
+    const ctx = canvas.getContext('2d');
+    ctx.font = font; ctx.fillStyle = 'black'; ctx.fillText(ch, 8, 36);
+    return canvas.toDataURL();
+}"""
+BADGE_GLYPHS = ("✓", "✗", "⚠", "↔")  # the leaderboard's badges (⛔ is an emoji: emoji fonts)
 
 
 def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:
@@ -178,6 +212,71 @@ def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> tuple[int, in
     return page.locator(TABLES).count(), page.locator(CHARTS).count()
 
 
+def screenshot_and_check(page, name: str) -> None:
+    """The whole page at WIDTH px, screenshotted and checked (check_readable): the viewport grown
+    to the main area's height (Streamlit scrolls inside it, and draws elements outside the
+    viewport as skeletons) until every table has its headers, then back."""
+    height = page.evaluate(
+        """() => document.querySelector('[data-testid="stMain"]').scrollHeight"""
+    )
+    page.set_viewport_size({"width": WIDTH, "height": max(1200, min(int(height) + 100, 8000))})
+    wait_until_drawn(page)
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('{TABLES}')]
+            .filter(el => !el.closest('details:not([open])'))
+            .every(el => el.querySelector('[role=columnheader], th'))""",
+        timeout=RENDER_TIMEOUT_MS,
+    )
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    try:
+        check_readable(page, name)
+    finally:
+        page.set_viewport_size({"width": WIDTH, "height": 1200})
+
+
+def check_readable(page, slug: str) -> None:
+    """What a reader sees at WIDTH px: the suite picker above the title with every suite file,
+    tables that fit (no sideways scroll) with human headers, and the charts' labels."""
+    main = page.locator('[data-testid="stMain"]')
+    picker = main.locator('[data-testid="stSelectbox"]').filter(has_text="Suite").first
+    title = main.locator("h1").first
+    assert picker.bounding_box()["y"] < title.bounding_box()["y"], f"{slug}: picker not on top"
+    picker.click()  # every suite file is a choice, those without runs marked so
+    options = page.locator('[role="option"]')
+    options.first.wait_for(timeout=RENDER_TIMEOUT_MS)
+    listed = [options.nth(i).inner_text() for i in range(options.count())]
+    page.keyboard.press("Escape")
+    assert [item.split(" · ")[0] for item in listed] == SUITE_FILES, listed
+    assert all(item.endswith("(no runs yet)") for item in listed if not item.startswith("demo")), (
+        listed
+    )
+    tables = page.evaluate(TABLE_REPORT)
+    assert tables, slug
+    for table in tables:
+        headers = table["headers"]
+        assert headers, (slug, table)
+        assert not [h for h in headers if SNAKE_CASE.match(h) or h == "suite_id"], (slug, headers)
+        assert table["scrollWidth"] <= table["clientWidth"] + 1, (slug, "scrolls sideways", table)
+        assert table["right"] <= WIDTH, (slug, "wider than the screen", table)
+    texts = page.evaluate(CHART_TEXTS)
+    if slug == "run_explorer":
+        assert tables[0]["headers"][:5] == ["Status", "Score", "Agent", "Task", "Budget"], tables
+        assert tables[0]["headers"][-1] == "Run id", tables
+        record = next(t for t in tables if t["headers"] == ["Field", "Value"])
+        assert record, tables
+    if slug == "rank_stability":
+        spread, heatmap = texts[0], texts[1]
+        assert {"1", "2", "3"} <= set(spread) and not {"0", "0.0", "4"} & set(spread), spread
+        assert set(TASKS) <= set(heatmap), heatmap  # full task labels, none cut with "…"
+        assert not [t for t in heatmap if t.endswith("…")], heatmap
+    if slug == "time_scaling":
+        curve, grid = texts[0], texts[1]
+        ticks = [t.replace(",", "") for t in curve if t.replace(",", "").isdigit()]
+        assert {str(b) for b in BUDGETS} <= set(ticks), curve
+        assert not {"100", "10000", "2000", "5000"} & set(ticks), curve  # fitted to the budgets
+        assert set(TASKS) <= set(grid), grid
+
+
 def page_slug(url: str, base: str) -> str:
     path = url.removeprefix(base).split("?")[0].strip("/")
     return re.sub(r"[^A-Za-z0-9_-]+", "_", path) or "home"
@@ -229,7 +328,13 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
         page.locator(CHARTS).first.wait_for(timeout=RENDER_TIMEOUT_MS)
         tables, charts = wait_until_drawn(page)
         assert charts >= 1, (tables, charts)  # the bars
-        page.screenshot(path=str(ARTIFACTS / "home.png"), full_page=True)
+        screenshot_and_check(page, "home")
+        # the duplicate-answer badge's glyph is one the browser's font draws (⧉ was an empty box)
+        font = page.evaluate("() => getComputedStyle(document.body).fontFamily")
+        missing = page.evaluate(GLYPH, [f"20px {font}", "\U0010fffd"])
+        for glyph in BADGE_GLYPHS:
+            assert page.evaluate(GLYPH, [f"20px {font}", glyph]) != missing, glyph
+        assert "↔ attempts whose answer another agent also submitted" in page.inner_text("body")
 
         view_more = page.locator('[data-testid="stSidebarNavViewButton"]')
         if view_more.count() and "more" in view_more.first.inner_text().lower():
@@ -250,9 +355,11 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
             page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
             drawn = wait_until_drawn(page)
             errors = page.locator(EXCEPTION)
-            page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
+            if errors.count():  # what went wrong, for the artifacts
+                page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
             assert errors.count() == 0, f"{absolute}: {errors.first.inner_text()}"
             assert drawn[0] >= 1, f"{absolute}: no table drawn"
+            screenshot_and_check(page, slug)
             visited[slug] = drawn
         assert len(visited) == len(urls)
         # pages with charts: every one of them drawn (tables, charts)

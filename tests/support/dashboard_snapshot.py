@@ -30,7 +30,8 @@ TASK_STARTS = {"t1": dt.date(2025, 1, 1), "t2": dt.date(2025, 6, 1), "t3": dt.da
 CUTOFFS = {"alpha": dt.date(2025, 3, 1), "beta": dt.date(2024, 12, 1), "gamma": None}
 ALPHA_COST = 0.01  # per attempt; beta's and gamma's cost is unknown
 LATE_DAY = (T0 + dt.timedelta(days=3)).date()  # gamma's last attempt, alone on its day
-SUITES = {"demo": 3, "other": 3}  # raw.suites: suite → harness_error_ceiling (and its folder)
+# raw.suites: suite → harness_error_ceiling (and its folder); "idle" is a suite file never run
+SUITES = {"demo": 3, "idle": 3, "other": 3}
 # Submission fingerprints: every success's answer is its own, except alpha's t3 at 600 s, whose
 # first two counted attempts submitted one answer (a replay), and one answer beta and gamma share.
 REPLAY, SHARED = "f" * 64, "e" * 64

@@ -1,9 +1,23 @@
--- What the dashboard's filters offer, one row per suite: the agents, tasks, budgets and statuses
--- of the attempts the suite counts (int_setting_runs), and the first and last day (UTC) one was
--- created. The suites themselves are this table's rows (`select suite_id from
--- display.filter_options order by suite_id`). A small table so that no page load scans the
--- attempts for them.
+-- What the dashboard's suite picker and filters offer, one row per suite the marts know
+-- (int_suites: every loaded suite file, runs or not, and every imported source): its title, whether
+-- it counts any attempt yet, the agents, tasks, budgets and statuses of the attempts it counts
+-- (int_setting_runs; empty lists without any), and the first and last day (UTC) one was created.
+-- The suites themselves are this table's rows (`select suite_id from display.filter_options order
+-- by suite_id`): a suite file without runs is listed too, so the dashboard can say how to run it.
+-- A small table so that no page load scans the attempts for them.
 with
+
+suites as (
+
+    select * from {{ ref('int_suites') }}
+
+),
+
+suite_files as (
+
+    select * from {{ ref('stg_raw__suites') }}
+
+),
 
 runs as (
 
@@ -46,16 +60,21 @@ options as (
 final as (
 
     select
-        options.suite_id,
-        options.agents,
-        options.tasks,
-        options.budgets,
-        statuses.statuses,
+        suites.suite_id,
+        suite_files.suite_title,
+        suites.from_suite_file,
+        options.suite_id is not null as has_runs,
+        coalesce(options.agents, []::varchar[]) as agents,
+        coalesce(options.tasks, []::varchar[]) as tasks,
+        coalesce(options.budgets, []::integer[]) as budgets,
+        coalesce(statuses.statuses, []::varchar[]) as statuses,
         options.first_day,
         options.last_day
 
-    from options
-    inner join statuses on options.suite_id = statuses.suite_id
+    from suites
+    left join suite_files on suites.suite_id = suite_files.suite_id
+    left join options on suites.suite_id = options.suite_id
+    left join statuses on suites.suite_id = statuses.suite_id
 
 )
 

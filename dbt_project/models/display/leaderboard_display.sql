@@ -135,7 +135,7 @@ final as (
                         then '⚠ ' || duplicates.replayed_settings || ' setting(s) replayed'
                     end,
                     case when duplicates.shared_attempts > 0
-                        then '⧉ ' || duplicates.shared_attempts || ' attempt(s) shared'
+                        then '↔ ' || duplicates.shared_attempts || ' attempt(s) shared'
                     end
                 )
             when duplicates.fingerprints_known then '✓ distinct'
