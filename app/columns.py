@@ -213,7 +213,7 @@ def _config(name: str, dtype, bars: Iterable[str]):
         return st.column_config.CheckboxColumn(**common)
     if kind in FORMATS and pd.api.types.is_numeric_dtype(dtype):
         return st.column_config.NumberColumn(**common, format=FORMATS[kind])
-    # text, or a badge that spells the number out (e.g. "⛔ 3 of 3: stopped at the ceiling")
+    # text, or a badge that spells the number out (e.g. "⊘ 3 of 3: stopped at the ceiling")
     return st.column_config.TextColumn(**common)
 
 

@@ -194,7 +194,7 @@ if not stopped.empty:
         if n
     )
     st.warning(
-        f"⛔ {counts}: their harness faults reached the suite's `harness_error_ceiling`, or their "
+        f"⊘ {counts}: their harness faults reached the suite's `harness_error_ceiling`, or their "
         "provider faults its `provider_error_ceiling` (neither is the agent's), so they get no "
         "more attempts and lack successes. See their `harness_error` / `provider_error` attempts "
         "in the Run explorer (the error message; `harness_error.txt` in the run folder has the "

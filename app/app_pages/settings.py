@@ -61,14 +61,14 @@ st.altair_chart(chart, width="stretch")
 if one["stopped_at_harness_error_ceiling"].any():
     n = int(one["stopped_at_harness_error_ceiling"].sum())
     st.warning(
-        f"⛔ {n} setting(s) of this task stopped at the harness-error ceiling (column "
+        f"⊘ {n} setting(s) of this task stopped at the harness-error ceiling (column "
         "Harness errors): the harness failed that often, so the setting gets no more attempts "
         "until the suite's `harness_error_ceiling` is raised (see the Leaderboard page)."
     )
 if one["stopped_at_provider_error_ceiling"].any():
     n = int(one["stopped_at_provider_error_ceiling"].sum())
     st.warning(
-        f"⛔ {n} setting(s) of this task stopped at the provider-error ceiling (column "
+        f"⊘ {n} setting(s) of this task stopped at the provider-error ceiling (column "
         "Provider errors): the model provider failed that often (not the agent's doing), so the "
         "setting gets no more attempts until the suite's `provider_error_ceiling` is raised."
     )

@@ -316,7 +316,7 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
     (coverage,) = _frames(at, "badge")
     coverage = coverage.set_index("agent_id")
-    assert coverage.loc["gamma", "badge"].endswith("⛔ 1 stopped at the harness-error ceiling")
+    assert coverage.loc["gamma", "badge"].endswith("⊘ 1 stopped at the harness-error ceiling")
     assert coverage.loc["gamma", "harness_errors"] == 3
     warning = " ".join(str(w.value) for w in at.warning)
     # gamma never completes: the suite is provisional, and says so above the table
@@ -328,7 +328,7 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["gamma", "t2", 600]
     ]
-    assert stopped["harness_errors"].tolist() == ["⛔ 3 of 3: stopped at the ceiling"]
+    assert stopped["harness_errors"].tolist() == ["⊘ 3 of 3: stopped at the ceiling"]
 
     at = _run("app_pages/settings.py", app_snapshot, monkeypatch)
     assert not any("harness-error ceiling" in str(w.value) for w in at.warning)  # t1: none
@@ -336,7 +336,7 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     assert not at.exception
     assert any("1 setting(s) of this task stopped" in str(w.value) for w in at.warning)
     table = at.dataframe[0].value.set_index(["agent_id", "budget_seconds"])
-    assert table.loc[("gamma", 600), "harness_errors"] == "⛔ 3 of 3: stopped at the ceiling"
+    assert table.loc[("gamma", 600), "harness_errors"] == "⊘ 3 of 3: stopped at the ceiling"
     assert table.loc[("alpha", 600), "harness_errors"] == "0 of 3"
 
 

@@ -238,7 +238,7 @@ def test_leaderboard_badges_and_metadata(con):
     cov = queries.coverage(con, filters=DEMO).set_index("agent_id")
     assert cov.loc["alpha", "badge"] == "✓ ranked"
     assert cov.loc["gamma", "badge"] == (
-        f"✗ {settings} of {settings} settings incomplete · ⛔ 1 stopped at the harness-error ceiling"
+        f"✗ {settings} of {settings} settings incomplete · ⊘ 1 stopped at the harness-error ceiling"
     )
 
 
@@ -343,14 +343,14 @@ def test_settings_stopped_at_the_harness_error_ceiling(con):
         ["gamma", "t2", 600]
     ]
     row = stopped.iloc[0]
-    assert row["harness_errors"] == "⛔ 3 of 3: stopped at the ceiling"
+    assert row["harness_errors"] == "⊘ 3 of 3: stopped at the ceiling"
     assert (row["n_harness_error"], row["harness_error_ceiling"], row["missing"]) == (3, 3, 5)
     assert queries.stopped_settings(con, queries.Filters(agents=("beta",))).empty
 
     scores = queries.setting_scores(con, filters=DEMO).set_index(
         ["agent_id", "task_id", "budget_seconds"]
     )
-    assert scores.loc[("gamma", "t2", 600), "harness_errors"] == "⛔ 3 of 3: stopped at the ceiling"
+    assert scores.loc[("gamma", "t2", 600), "harness_errors"] == "⊘ 3 of 3: stopped at the ceiling"
     assert bool(scores.loc[("gamma", "t2", 600), "stopped_at_harness_error_ceiling"])
     assert scores.loc[("alpha", "t1", 60), "harness_errors"] == "0 of 3"
     assert int(scores["stopped_at_harness_error_ceiling"].sum()) == 1

@@ -19,7 +19,7 @@ def test_a_column_is_formatted_by_its_unit_and_its_values():
             "budget_seconds": [240],
             "cost_usd": [None],  # unknown: an empty cell (the table's placeholder), never $0
             "success_rate": [0.5],
-            "harness_errors": ["⛔ 3 of 3: stopped at the ceiling"],  # a badge: text
+            "harness_errors": ["⊘ 3 of 3: stopped at the ceiling"],  # a badge: text
             "score": [0.9],
         }
     )

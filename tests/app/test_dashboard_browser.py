@@ -88,7 +88,7 @@ GLYPH = """([font, ch]) => {
     ctx.font = font; ctx.fillStyle = 'black'; ctx.fillText(ch, 8, 36);
     return canvas.toDataURL();
 }"""
-BADGE_GLYPHS = ("✓", "✗", "⚠", "↔")  # the leaderboard's badges (⛔ is an emoji: emoji fonts)
+BADGE_GLYPHS = ("✓", "✗", "⚠", "↔", "⊘")  # the badges (⧉ and ⛔ were empty boxes: no emoji font)
 
 
 def demo_records(attempts: int = ATTEMPTS, seed: int = 0) -> Iterator:

@@ -42,12 +42,12 @@ final as (
             when is_ranked then '✓ ranked'
             else '✗ ' || incomplete_settings || ' of ' || settings || ' settings incomplete'
                 || case when stopped_at_harness_error_ceiling > 0
-                    then ' · ⛔ ' || stopped_at_harness_error_ceiling
+                    then ' · ⊘ ' || stopped_at_harness_error_ceiling
                         || ' stopped at the harness-error ceiling'
                     else ''
                 end
                 || case when stopped_at_provider_error_ceiling > 0
-                    then ' · ⛔ ' || stopped_at_provider_error_ceiling
+                    then ' · ⊘ ' || stopped_at_provider_error_ceiling
                         || ' stopped at the provider-error ceiling'
                     else ''
                 end

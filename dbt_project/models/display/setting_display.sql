@@ -1,7 +1,7 @@
 -- The settings page's table, one row per setting (suite, agent, task, budget) with attempts (marts.setting_scores): the
 -- median and quartiles, and its harness and provider faults (neither is the agent's) against
 -- its suite's ceilings. A setting stopped at a ceiling (it lacks successes and its harness or
--- provider faults reached that ceiling: the runner gives it no more attempts) is marked ⛔; the
+-- provider faults reached that ceiling: the runner gives it no more attempts) is marked ⊘; the
 -- leaderboard page lists those.
 with
 
@@ -59,7 +59,7 @@ final as (
         attempts,
         case
             when stopped_at_harness_error_ceiling
-                then '⛔ ' || n_harness_error || ' of ' || harness_error_ceiling
+                then '⊘ ' || n_harness_error || ' of ' || harness_error_ceiling
                     || ': stopped at the ceiling'
             else n_harness_error || coalesce(' of ' || harness_error_ceiling, '')
         end as harness_errors,
@@ -69,7 +69,7 @@ final as (
         stopped_at_harness_error_ceiling,
         case
             when stopped_at_provider_error_ceiling
-                then '⛔ ' || n_provider_error || ' of ' || provider_error_ceiling
+                then '⊘ ' || n_provider_error || ' of ' || provider_error_ceiling
                     || ': stopped at the ceiling'
             else n_provider_error || coalesce(' of ' || provider_error_ceiling, '')
         end as provider_errors,
