@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -119,6 +120,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=4, help="settings to time (one per task)")
     args = parser.parse_args()
+    # stopped (Ctrl-C, even from a background job, or a TERM): `dagster dev` is stopped too
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # each sample as it comes
     tasks = load_suite(REPO_ROOT / "suites", SUITE).tasks[: args.samples]
     print(describe_machine())
     print(f"automation sensor interval {AUTOMATION_INTERVAL_SECONDS} s; {load_average()}")
