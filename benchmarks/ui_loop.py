@@ -98,7 +98,7 @@ def launched(ui: DagsterUI, key: list[str], partition: str) -> dict:
 def snapshot_run(ui: DagsterUI) -> dict:
     query = '{ assetNodes(assetKeys: [{path: ["marts_snapshot"]}]) { assetMaterializations(limit: 1) { runId } } }'
     (node,) = ui.graphql(query)["assetNodes"]
-    return ui.run(node["assetMaterializations"][0]["runId"])
+    return ui.wait_for_run(node["assetMaterializations"][0]["runId"], TIMEOUT)
 
 
 def tick_seconds(ui: DagsterUI) -> list[float]:

@@ -4,7 +4,7 @@ UI's buttons make them.
 ``running_dagster`` starts ``dagster dev -m orchestration.definitions`` on a free loopback port in
 its own process group, with a throwaway DAGSTER_HOME holding ``orchestration/dagster.yaml`` (what
 `make ui` copies), waits until the code location has loaded, and always stops the whole group;
-its log is printed at teardown (pytest shows it when the test fails). ``DagsterUI`` speaks
+when anything inside fails, the end of its log is printed (pytest shows it with the failure). ``DagsterUI`` speaks
 GraphQL: ``materialize_partition`` is the Materialize button with one partition picked (the UI's
 "Launch 1 run": the partition's tags and config from the job, then ``launchPipelineExecution``).
 """
@@ -221,9 +221,11 @@ def running_dagster(tmp: Path, env: Mapping[str, str]) -> Iterator[DagsterUI]:
         try:
             _wait_until_loaded(ui, proc)
             yield ui
+        except BaseException:  # the test failed or the server did: show what the server said
+            print(f"---- dagster dev log ({log_path}), last part:\n{ui.log_tail()}")
+            raise
         finally:
             stop(proc, grace=15)
-            print(f"---- dagster dev log ({log_path}), last part:\n{ui.log_tail()}")
 
 
 def _wait_until_loaded(ui: DagsterUI, proc: subprocess.Popen) -> None:
