@@ -1,4 +1,5 @@
-"""When automation rebuilds an asset: on new data, not on every new materialization upstream."""
+"""When automation rebuilds an asset: the raw load on every new agent run, whatever state other
+suites are in; dbt and the snapshot on new data, not on every new materialization upstream."""
 
 import dagster as dg
 
@@ -17,3 +18,35 @@ def on_new_data() -> dg.AutomationCondition:
     ).with_label("data_version_changed_without_root")
     eager = dg.AutomationCondition.eager().replace("newly_updated_without_root", changed)
     return (eager | dg.AutomationCondition.code_version_changed()).with_label("on_new_data")
+
+
+def on_new_agent_runs() -> dg.AutomationCondition[dg.AssetKey]:
+    """The raw load: as soon as any suite's ``agent_runs`` has a new materialization, once.
+
+    Not ``eager()``: it waits while any partition of any dependency is missing or in progress,
+    and the raw load depends on every partition of every suite (a suite whose settings are not all
+    run, such as an LLM suite nobody paid for, would hold it back for ever). Here a new
+    materialization of any partition is the trigger, and it stays pending until the load is
+    requested: a setting that finishes while a load runs is loaded by the next one (the load
+    reads what was materialized since the last load *started*, ``settings_run_since_last_load``),
+    never dropped because a load finished after it. Nothing new, no load.
+    """
+    new_agent_runs = dg.AutomationCondition.any_deps_updated().since(
+        dg.AutomationCondition.newly_requested()
+    )
+    return (new_agent_runs & ~dg.AutomationCondition.in_progress()).with_label("on_new_agent_runs")
+
+
+def with_the_raw_load(raw_runs: dg.AssetKey) -> dg.AutomationCondition[dg.AssetKey]:
+    """For every other output of the raw load: true exactly when the load itself is requested.
+
+    The load's outputs go out together (one step), and Dagster requests them together, but it
+    evaluates conditions level by level of the asset graph: raw/tasks, with no dependency, is
+    evaluated before raw/runs, and so is the staging model reading it, which would then find
+    raw/tasks neither requested nor materialized and stay behind, holding back every mart and
+    the snapshot. Evaluated on raw/runs from the first level, the load is requested there, and
+    every dbt model sees its raw table coming in the same tick (one run: load, dbt, snapshot).
+    """
+    return dg.AutomationCondition.asset_matches(raw_runs, on_new_agent_runs()).with_label(
+        "with_the_raw_load"
+    )

@@ -715,10 +715,11 @@ def _prune_index(con: duckdb.DuckDBPyConnection, root: Path, seen: pa.Table) -> 
 
 
 def content_version(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """A fingerprint of a raw table's content (every column but ``loaded_at``): the same rows
-    give the same value, whenever and however they were loaded. Dagster's data version."""
+    """A fingerprint of a raw table's content (every column but ``loaded_at``, where it has one):
+    the same rows give the same value, whenever and however they were loaded. Dagster's data
+    version."""
     count, digest = con.execute(
-        f"select count(*), bit_xor(hash(*columns(* exclude (loaded_at)))) from {table}"
+        f"select count(*), bit_xor(hash(*columns(c -> c != 'loaded_at'))) from {table}"
     ).fetchone() or (0, None)
     return f"{count}-{digest or 0:016x}"
 

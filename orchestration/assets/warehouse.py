@@ -14,7 +14,7 @@ import dagster as dg
 import duckdb
 from pydantic import Field
 
-from orchestration.conditions import on_new_data
+from orchestration.conditions import on_new_agent_runs, on_new_data, with_the_raw_load
 from orchestration.partitions import setting_of
 from orchestration.resources import BenchConfig, DuckDBWarehouse
 from runner.errors import TmlbenchError
@@ -31,11 +31,14 @@ RAW_RUNS = dg.AssetKey(["raw", "runs"])
 RAW_TASKS = dg.AssetKey(["raw", "tasks"])
 RAW_AGENTS = dg.AssetKey(["raw", "agents"])
 RAW_SUITES = dg.AssetKey(["raw", "suites"])
-RAW_KEYS = (RAW_RUNS, RAW_TASKS, RAW_AGENTS, RAW_SUITES)
+RAW_SUITE_SETTINGS = dg.AssetKey(["raw", "suite_settings"])
+RAW_BASELINES = dg.AssetKey(["raw", "baselines"])
+# Every raw table dbt's sources read (dbt_project/models/staging/_raw__sources.yml): each is an
+# output of the raw load, so dbt's staging models wait for it and run with it.
+RAW_KEYS = (RAW_RUNS, RAW_TASKS, RAW_AGENTS, RAW_SUITES, RAW_SUITE_SETTINGS, RAW_BASELINES)
 SNAPSHOT = dg.AssetKey("marts_snapshot")
 STATUS_CHECK = "one_status_per_attempt"
-# The raw tables dbt's sources read (dbt_project/models/staging/_raw__sources.yml).
-MARTS_SOURCES = ("raw.runs", "raw.tasks", "raw.agents", "raw.suites", "raw.baselines")
+MARTS_SOURCES = tuple(".".join(key.path) for key in RAW_KEYS)
 
 
 class RawLoadConfig(dg.Config):
@@ -63,13 +66,29 @@ class RawLoadConfig(dg.Config):
             # deps: every suite's agent runs (definitions.py adds them; one warehouse for all)
             description="One row per attempt, loaded idempotently from every suite's run "
             "records: the settings just run, or an index-based rescan of every record.",
-            automation_condition=dg.AutomationCondition.eager(),
+            automation_condition=on_new_agent_runs(),
             kinds={"duckdb"},
         ),
-        dg.AssetSpec(RAW_TASKS, description="Task specs.", kinds={"duckdb"}),
-        dg.AssetSpec(RAW_AGENTS, description="Agent specs.", kinds={"duckdb"}),
-        dg.AssetSpec(
-            RAW_SUITES, description="Suite specs (their harness-error ceilings).", kinds={"duckdb"}
+        *(
+            dg.AssetSpec(
+                key,
+                description=description,
+                automation_condition=with_the_raw_load(RAW_RUNS),
+                kinds={"duckdb"},
+            )
+            for key, description in (
+                (RAW_TASKS, "Task specs."),
+                (RAW_AGENTS, "Agent specs."),
+                (RAW_SUITES, "Suite specs (their harness-error ceilings)."),
+                (RAW_SUITE_SETTINGS, "Every setting (agent, task, budget) each suite file lists."),
+                # written by `tmlbench warehouse import-tml-bench`, never by the load: it keeps
+                # the rows and reports their version (dbt rebuilds after an import's next load)
+                (
+                    RAW_BASELINES,
+                    "Reference scores imported from the original TML-bench's baselines table "
+                    "(tmlbench warehouse import-tml-bench); the load keeps them as they are.",
+                ),
+            )
         ),
     ],
     check_specs=[
@@ -107,7 +126,7 @@ def raw_warehouse(
         problems = status_problems(con)
         versions = {key: content_version(con, _table(key)) for key in RAW_KEYS}
         # rows, not valid files: a skipped file's rows from an earlier load are kept
-        rows = {key: _count(con, _table(key)) for key in (RAW_TASKS, RAW_AGENTS, RAW_SUITES)}
+        rows = {key: _count(con, _table(key)) for key in RAW_KEYS if key != RAW_RUNS}
     for path, why in report.rejected:
         context.log.warning(f"rejected {path}: {why}")
     for problem in specs.skipped:  # every valid spec loaded; what they had before is kept
@@ -149,20 +168,27 @@ def raw_warehouse(
 def settings_run_since_last_load(
     instance: dg.DagsterInstance, agent_runs: Sequence[dg.AssetKey]
 ) -> dict[str, list[str]] | None:
-    """Suite id -> the settings its ``agent_runs`` materialized since raw/runs last was; None
-    when raw/runs never was, or nothing was (then the load rescans every record)."""
+    """Suite id -> the settings its ``agent_runs`` materialized since the last load of raw/runs
+    started; None when raw/runs never was materialized, or nothing was (then the load rescans
+    every record).
+
+    Since the last load *started*, not since it ended: a setting that finished while that load
+    ran may have been missed by it, and loading one twice costs a stat per file.
+    """
     last = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=RAW_RUNS), limit=1, ascending=False
     ).records
     if not last:
         return None
+    run = instance.get_run_record_by_id(last[0].run_id)
+    since = run.start_time if run is not None and run.start_time is not None else last[0].timestamp
     found: dict[str, list[str]] = {}
     for key in agent_runs:
         partitions: set[str] = set()
         cursor = None
         while True:
             page = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=key, after_storage_id=last[0].storage_id),
+                dg.AssetRecordsFilter(asset_key=key, after_timestamp=since),
                 limit=1000,
                 cursor=cursor,
             )

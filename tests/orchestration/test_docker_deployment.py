@@ -50,7 +50,14 @@ BUDGET = 240
 SETTING = setting_tags(AGENT, TASK, BUDGET)
 ATTEMPTS = 5  # the demo suite's successes per setting
 POOLED_STEPS = ("raw_warehouse", "tmlbench_dbt_models", "marts_snapshot")
-RAW = ("raw/runs", "raw/tasks", "raw/agents", "raw/suites")  # one multi-asset: all or none
+RAW = (
+    "raw/runs",
+    "raw/tasks",
+    "raw/agents",
+    "raw/suites",
+    "raw/suite_settings",
+    "raw/baselines",
+)  # one multi-asset: all or none
 
 
 def _free_port() -> int:
