@@ -5,7 +5,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: help install system-deps browser-deps docker-engine docker-image deploy-deps uv clis run ui dashboard manifest dagster-home test lint format bench clean
+.PHONY: FORCE help install system-deps browser-deps docker-engine docker-image deploy-deps uv clis run ui dashboard manifest dagster-home test lint format bench clean
 
 # Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
 DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
@@ -122,9 +122,19 @@ DBT_SOURCES := $(shell find dbt_project/models dbt_project/macros dbt_project/te
 	$(wildcard dbt_project/*.yml)
 manifest: install $(MANIFEST)
 
-$(MANIFEST): $(DBT_SOURCES) .venv/.installed
+# dbt re-parses the whole project when the warehouse path is not the one its parse cache was
+# made with (the path is part of the profile's hash): the manifest is made again for the
+# warehouse `make run`/`make ui` use, so their dbt builds parse only what changed.
+WAREHOUSE_STAMP := dbt_project/target/.warehouse
+$(WAREHOUSE_STAMP): FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(abspath $(WAREHOUSE_FILE))" ] || echo "$(abspath $(WAREHOUSE_FILE))" > $@
+
+$(MANIFEST): $(DBT_SOURCES) .venv/.installed $(WAREHOUSE_STAMP)
 	$(RUN) python -m warehouse.dbt parse --quiet
 	@touch $@
+
+FORCE:
 
 dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
