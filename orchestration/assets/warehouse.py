@@ -31,11 +31,19 @@ RAW_RUNS = dg.AssetKey(["raw", "runs"])
 RAW_TASKS = dg.AssetKey(["raw", "tasks"])
 RAW_AGENTS = dg.AssetKey(["raw", "agents"])
 RAW_SUITES = dg.AssetKey(["raw", "suites"])
-RAW_KEYS = (RAW_RUNS, RAW_TASKS, RAW_AGENTS, RAW_SUITES)
+RAW_RESUMPTIONS = dg.AssetKey(["raw", "resumptions"])
+RAW_KEYS = (RAW_RUNS, RAW_TASKS, RAW_AGENTS, RAW_SUITES, RAW_RESUMPTIONS)
 SNAPSHOT = dg.AssetKey("marts_snapshot")
 STATUS_CHECK = "one_status_per_attempt"
 # The raw tables dbt's sources read (dbt_project/models/staging/_raw__sources.yml).
-MARTS_SOURCES = ("raw.runs", "raw.tasks", "raw.agents", "raw.suites", "raw.baselines")
+MARTS_SOURCES = (
+    "raw.runs",
+    "raw.tasks",
+    "raw.agents",
+    "raw.suites",
+    "raw.baselines",
+    "raw.resumptions",
+)
 
 
 class RawLoadConfig(dg.Config):
@@ -70,6 +78,12 @@ class RawLoadConfig(dg.Config):
         dg.AssetSpec(RAW_AGENTS, description="Agent specs.", kinds={"duckdb"}),
         dg.AssetSpec(
             RAW_SUITES, description="Suite specs (their harness-error ceilings).", kinds={"duckdb"}
+        ),
+        dg.AssetSpec(
+            RAW_RESUMPTIONS,
+            description="The faults resumptions forgave, one row per run id, loaded with the runs "
+            "from each suite's resumption log (`resumptions.jsonl` in its runs folder).",
+            kinds={"duckdb"},
         ),
     ],
     check_specs=[
@@ -108,6 +122,7 @@ def raw_warehouse(
         versions = {key: content_version(con, _table(key)) for key in RAW_KEYS}
         # rows, not valid files: a skipped file's rows from an earlier load are kept
         rows = {key: _count(con, _table(key)) for key in (RAW_TASKS, RAW_AGENTS, RAW_SUITES)}
+        forgiven = _count(con, _table(RAW_RESUMPTIONS))
     for path, why in report.rejected:
         context.log.warning(f"rejected {path}: {why}")
     for problem in specs.skipped:  # every valid spec loaded; what they had before is kept
@@ -138,6 +153,11 @@ def raw_warehouse(
             data_version=dg.DataVersion(versions[key]),
             metadata={"dagster/row_count": count, "skipped_spec_files": skipped},
         )
+    yield dg.MaterializeResult(
+        asset_key=RAW_RESUMPTIONS,
+        data_version=dg.DataVersion(versions[RAW_RESUMPTIONS]),
+        metadata={"dagster/row_count": forgiven},
+    )
     yield dg.AssetCheckResult(
         asset_key=RAW_RUNS,
         check_name=STATUS_CHECK,
