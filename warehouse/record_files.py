@@ -139,11 +139,12 @@ def _run_folder(folder: str, found: list[tuple[str, os.stat_result]]) -> bool:
 
 
 def read_record_file(
-    path: str, st: os.stat_result, limit: int = RECORD_MAX_BYTES, what: str = "a run record"
+    path: str, st: os.stat_result, limit: int | None = None, what: str = "a run record"
 ) -> ReadFile | Unreadable:
-    """The file's bytes if its stat says it is a regular file of at most ``limit`` bytes,
-    opened without following a symbolic link (one put there since the stat fails the open).
-    ``what`` the file should be, for the messages."""
+    """The file's bytes if its stat says it is a regular file of at most ``limit`` bytes
+    (default ``RECORD_MAX_BYTES``), opened without following a symbolic link (one put there
+    since the stat fails the open). ``what`` the file should be, for the messages."""
+    limit = RECORD_MAX_BYTES if limit is None else limit
     if stat.S_ISLNK(st.st_mode):
         return Unreadable(path, f"{path}: is a symbolic link; {_LINKS}")
     if not stat.S_ISREG(st.st_mode):
