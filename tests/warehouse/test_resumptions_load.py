@@ -184,3 +184,39 @@ def _forgives(line: str) -> tuple[str, ...] | None:
         return parse_resumption(line).forgiven
     except ValueError:
         return None
+
+
+def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
+    """Through the real log, loader and dbt: setting 60 s resumed after its 3 harness faults
+    (not stopped), setting 600 s resumed and then faulted 3 times more (stopped again); the
+    marts' ceiling says what the runner's ceiling count says, setting by setting."""
+    from runner.records import load_records
+    from runner.settings import ceiling_count
+    from tests.support.dbt_warehouse import declare_suite, read_mart
+    from warehouse.marts import build_marts
+
+    runs = tmp_path / "runs"
+    folder = runs / "s"
+    for budget in (60, 600):
+        for i in range(3):
+            write(
+                runs,
+                rec(budget=budget, minute=i, status="harness_error", run_id=f"{budget}-{i}"),
+                sub="s",
+            )
+        resume(folder, *(f"{budget}-{i}" for i in range(3)), setting=f"a|t|{budget}")
+    for i in range(3, 6):  # new faults after the resumption
+        write(runs, rec(budget=600, minute=i, status="harness_error", run_id=f"600-{i}"), sub="s")
+    path = tmp_path / "wh.duckdb"
+    with connect(path) as con:
+        assert load_runs(con, runs).rejected == []
+        declare_suite(con, "s", "s")  # harness_error_ceiling 3
+    build_marts(path, select="+setting_success_rates", artifacts_dir=tmp_path / "dbt")
+    rates = read_mart(path, "setting_success_rates").set_index("budget_seconds")
+    forgiven_ids = forgiven_run_ids(folder)
+    for budget in (60, 600):
+        records = [r for r in load_records(folder) if r.budget_seconds == budget]
+        runner_stops = ceiling_count(records, "harness_error", forgiven_ids) >= 3
+        assert rates.loc[budget, "harness_error_ceiling_reached"] == runner_stops
+        assert rates.loc[budget, "n_harness_error"] == len(records)
+    assert rates["harness_error_ceiling_reached"].to_dict() == {60: False, 600: True}
