@@ -6,7 +6,8 @@ whose stat changed are read (see ``warehouse.loader``). The scan is one ``lstat`
 
 Records are written by the harness, but a run folder also holds what an agent left behind, so
 files are read as untrusted input: never through a symbolic link, only regular files, at most
-``RECORD_MAX_BYTES`` each.
+``RECORD_MAX_BYTES`` each. A folder holding run folders may hold a suite's resumption log
+(``runner.resumptions``): the scan notes where it looked for one, and the log is read the same way.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import hashlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import TmlbenchError
 from runner.records import RECORD_FILE, WORKSPACE_DIR
+from runner.resumptions import RESUMPTIONS_FILE
 
 # A record is a few kilobytes (the demo suite's are ~2.5 KB); anything this large is not one.
 RECORD_MAX_BYTES = 4 * 2**20
@@ -56,6 +58,8 @@ class ScannedFiles:
 
     paths: list[str]
     stats: list[os.stat_result]
+    # every folder searched for run folders, where a resumption log of its runs would be
+    folders: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -73,10 +77,11 @@ def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> 
     """
     root = os.fspath(runs_dir)
     found: list[tuple[str, os.stat_result]] = []
+    folders: list[str] = []
     if prefixes is None:
         if not _run_folder(root, found):
-            _scan_tree(root, found)
-        return ScannedFiles([path for path, _ in found], [st for _, st in found])
+            _scan_tree(root, found, folders)
+        return ScannedFiles([path for path, _ in found], [st for _, st in found], folders)
     by_folder: dict[str, list[str]] = {}
     for prefix in prefixes:
         folder, _, name = prefix.rpartition("/")
@@ -87,24 +92,26 @@ def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> 
         parent = os.path.join(root, folder) if folder else root
         if folder and (not os.path.isdir(parent) or os.path.islink(parent)):
             continue  # nothing was run there yet (and links are never followed)
+        folders.append(parent)
         wanted = tuple(names)
         with os.scandir(parent) as entries:
-            folders = [
+            run_folders = [
                 e.path
                 for e in entries
                 if e.name.startswith(wanted) and e.is_dir(follow_symlinks=False)
             ]
-        for path in folders:
+        for path in run_folders:
             _run_folder(path, found)
-    return ScannedFiles([path for path, _ in found], [st for _, st in found])
+    return ScannedFiles([path for path, _ in found], [st for _, st in found], folders)
 
 
 _RECORD = os.sep + RECORD_FILE
 _WORKSPACE = os.sep + WORKSPACE_DIR
 
 
-def _scan_tree(folder: str, found: list[tuple[str, os.stat_result]]) -> None:
+def _scan_tree(folder: str, found: list[tuple[str, os.stat_result]], folders: list[str]) -> None:
     # The hot loop of a reload (one turn per run folder): string concatenation and a bare lstat.
+    folders.append(folder)
     with os.scandir(folder) as entries:
         subfolders = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
     lstat, lexists, append = os.lstat, os.path.lexists, found.append
@@ -114,7 +121,7 @@ def _scan_tree(folder: str, found: list[tuple[str, os.stat_result]]) -> None:
             append((record, lstat(record)))
         except FileNotFoundError:
             if not lexists(path + _WORKSPACE):
-                _scan_tree(path, found)
+                _scan_tree(path, found, folders)
         except NotADirectoryError:
             pass
 
@@ -131,23 +138,26 @@ def _run_folder(folder: str, found: list[tuple[str, os.stat_result]]) -> bool:
     return True
 
 
-def read_record_file(path: str, st: os.stat_result) -> ReadFile | Unreadable:
-    """The file's bytes if its stat says it is a regular file of at most ``RECORD_MAX_BYTES``,
-    opened without following a symbolic link (one put there since the stat fails the open)."""
-    limit = RECORD_MAX_BYTES
+def read_record_file(
+    path: str, st: os.stat_result, limit: int | None = None, what: str = "a run record"
+) -> ReadFile | Unreadable:
+    """The file's bytes if its stat says it is a regular file of at most ``limit`` bytes
+    (default ``RECORD_MAX_BYTES``), opened without following a symbolic link (one put there
+    since the stat fails the open). ``what`` the file should be, for the messages."""
+    limit = RECORD_MAX_BYTES if limit is None else limit
     if stat.S_ISLNK(st.st_mode):
-        return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
+        return Unreadable(path, f"{path}: is a symbolic link; {_LINKS}")
     if not stat.S_ISREG(st.st_mode):
         return Unreadable(path, f"{path}: not a regular file")
     if st.st_size > limit:
         return Unreadable(
-            path, f"{path}: {st.st_size:,} bytes is too large for a run record (at most {limit:,})"
+            path, f"{path}: {st.st_size:,} bytes is too large for {what} (at most {limit:,})"
         )
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return Unreadable(path, f"{path}: is a symbolic link; records are never followed")
+            return Unreadable(path, f"{path}: is a symbolic link; {_LINKS}")
         return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
     try:
         data = _read_at_most(fd, st.st_size + 1, limit + 1)
@@ -156,8 +166,21 @@ def read_record_file(path: str, st: os.stat_result) -> ReadFile | Unreadable:
     finally:
         os.close(fd)
     if len(data) > limit:  # it grew since the stat
-        return Unreadable(path, f"{path}: more than {limit:,} bytes is too large for a run record")
+        return Unreadable(path, f"{path}: more than {limit:,} bytes is too large for {what}")
     return ReadFile(path, data, hashlib.sha256(data).hexdigest(), st)
+
+
+def resumption_log(folder: str) -> tuple[str, os.stat_result] | None:
+    """The folder's resumption log and its ``lstat``, if it has one (a link is found, and refused
+    when read)."""
+    path = os.path.join(folder, RESUMPTIONS_FILE)
+    try:
+        return path, os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+_LINKS = "links are never followed"
 
 
 def _read_at_most(fd: int, expected: int, limit: int) -> bytes:

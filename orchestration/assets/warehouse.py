@@ -9,6 +9,7 @@ when that is what the warehouse holds now.
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -33,9 +34,20 @@ RAW_AGENTS = dg.AssetKey(["raw", "agents"])
 RAW_SUITES = dg.AssetKey(["raw", "suites"])
 RAW_SUITE_SETTINGS = dg.AssetKey(["raw", "suite_settings"])
 RAW_BASELINES = dg.AssetKey(["raw", "baselines"])
+RAW_RESUMPTIONS = dg.AssetKey(["raw", "resumptions"])
 # Every raw table dbt's sources read (dbt_project/models/staging/_raw__sources.yml): each is an
 # output of the raw load, so dbt's staging models wait for it and run with it.
-RAW_KEYS = (RAW_RUNS, RAW_TASKS, RAW_AGENTS, RAW_SUITES, RAW_SUITE_SETTINGS, RAW_BASELINES)
+RAW_KEYS = (
+    RAW_RUNS,
+    RAW_TASKS,
+    RAW_AGENTS,
+    RAW_SUITES,
+    RAW_SUITE_SETTINGS,
+    RAW_BASELINES,
+    RAW_RESUMPTIONS,
+)
+# The tables the spec files fill (load_specs): a skipped file is reported on each.
+SPEC_KEYS = (RAW_TASKS, RAW_AGENTS, RAW_SUITES, RAW_SUITE_SETTINGS)
 SNAPSHOT = dg.AssetKey("marts_snapshot")
 STATUS_CHECK = "one_status_per_attempt"
 MARTS_SOURCES = tuple(".".join(key.path) for key in RAW_KEYS)
@@ -87,6 +99,11 @@ class RawLoadConfig(dg.Config):
                     RAW_BASELINES,
                     "Reference scores imported from the original TML-bench's baselines table "
                     "(tmlbench warehouse import-tml-bench); the load keeps them as they are.",
+                ),
+                (
+                    RAW_RESUMPTIONS,
+                    "The faults resumptions forgave, one row per run id, loaded with the runs "
+                    "from each suite's resumption log (`resumptions.jsonl` in its runs folder).",
                 ),
             )
         ),
@@ -152,10 +169,11 @@ def raw_warehouse(
     )
     skipped = [problem.message for problem in specs.skipped]
     for key, count in rows.items():
+        metadata: dict[str, Any] = {"dagster/row_count": count}
+        if key in SPEC_KEYS:
+            metadata["skipped_spec_files"] = skipped
         yield dg.MaterializeResult(
-            asset_key=key,
-            data_version=dg.DataVersion(versions[key]),
-            metadata={"dagster/row_count": count, "skipped_spec_files": skipped},
+            asset_key=key, data_version=dg.DataVersion(versions[key]), metadata=metadata
         )
     yield dg.AssetCheckResult(
         asset_key=RAW_RUNS,

@@ -461,8 +461,8 @@ def test_a_suite_with_three_attempts_ranks_its_agents_and_a_partial_one_is_provi
 MODELS = REPO_ROOT / "dbt_project" / "models"
 # Models without arithmetic of their own (renames, casts, a filter, a join): no unit test.
 PASS_THROUGH = {
-    "stg_raw__agents", "stg_raw__baselines", "stg_raw__suites", "stg_raw__suite_settings",
-    "stg_raw__tasks", "counted_attempts", "suite_runs",
+    "stg_raw__agents", "stg_raw__baselines", "stg_raw__resumptions", "stg_raw__suites",
+    "stg_raw__suite_settings", "stg_raw__tasks", "counted_attempts", "suite_runs",
 }  # fmt: skip
 
 

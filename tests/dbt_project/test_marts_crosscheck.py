@@ -86,6 +86,16 @@ TRIVIAL = {"main": {"auc": 0.63, "rmse": 1.32}, "side": {"auc": 0.58}}
 ATTEMPTS = {"main": N, "side": 3, "unused": N}  # raw.suites: suite_id → attempts, the suite's N
 PROVIDER_CEILINGS = {"main": 2, "side": 3, "unused": 3}  # raw.suites: provider_error_ceiling
 NEVER_RUN = ("epsilon", "acc", 300)  # listed in main's file, never run
+# raw.resumptions: (run_space, run_id) of the faults resumptions forgave (each suite's folder is
+# its id). main's delta/acc/60 was resumed after its 3 harness faults (not stopped any more);
+# main's gamma/rmse/60 was resumed after 3 earlier ones and stopped again by 3 new ones; the
+# others name runs of another folder (the same run id there is another run): they forgive nothing.
+FORGIVEN = [
+    *(("main", f"delta-h{i}") for i in range(3)),
+    *(("main", f"gamma-h-old{i}") for i in range(3)),
+    ("side", "beta-p"),
+    ("main", "removed-gamma-2"),
+]
 FAILURES = [s for s in STATUSES if s != "success"]
 KEY = ["suite_id", *SETTING]
 
@@ -150,6 +160,11 @@ def make_records() -> list[RunRecord]:
     for i in range(3):
         records.append(
             run_record("gamma", "rmse", 60, 100 + i, status="harness_error", run_id=f"gamma-h{i}")
+        )
+        records.append(  # forgiven by a resumption (FORGIVEN)
+            run_record(
+                "gamma", "rmse", 60, 90 + i, status="harness_error", run_id=f"gamma-h-old{i}"
+            )
         )
         records.append(
             run_record("delta", "acc", 60, 100 + i, status="harness_error", run_id=f"delta-h{i}")
@@ -233,6 +248,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
         con.execute("delete from raw.suites where suite_id = 'removed'")
         con.execute("delete from raw.suite_settings where suite_id = 'removed'")
         con.execute("insert into raw.suite_settings values ('main', ?, ?, ?)", list(NEVER_RUN))
+        for line, (space, run_id) in enumerate(FORGIVEN, start=1):
+            con.execute(
+                "insert into raw.resumptions values "
+                "(?, ?, ?, 'a|t|60', now(), 'test', ?, ?, 'sha', now())",
+                [space, run_id, space, f"/runs/{space}/resumptions.jsonl", line],
+            )
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF})
     build_marts(path, artifacts_dir=root / "dbt")
@@ -516,18 +537,28 @@ def test_success_rates(built, runs):
 
 
 def _harness_errors(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per setting: harness_error and provider_error attempts, its suite's ceilings (NaN: the
-    suite is not loaded) and whether the counts reached them."""
+    """Per setting: harness_error and provider_error attempts, those no resumption forgave (a
+    run is forgiven when FORGIVEN names its folder, the suite it counts for here, and its id),
+    its suite's ceilings (NaN: the suite is not loaded) and whether the unforgiven reached them."""
+    forgiven = [
+        (s, r) in set(FORGIVEN) for s, r in zip(runs["suite_id"], runs["run_id"], strict=True)
+    ]
     frame = runs.assign(
         harness_error=runs["status"] == "harness_error",
         provider_error=runs["status"] == "provider_error",
     )
-    out = frame.groupby(KEY)[["harness_error", "provider_error"]].sum()
+    frame = frame.assign(
+        unforgiven_harness_error=frame["harness_error"] & ~pd.Series(forgiven, frame.index),
+        unforgiven_provider_error=frame["provider_error"] & ~pd.Series(forgiven, frame.index),
+    )
+    faults = ["harness_error", "provider_error"]
+    out = frame.groupby(KEY)[[*faults, *(f"unforgiven_{f}" for f in faults)]].sum()
     out = out.rename(columns=lambda c: f"n_{c}").reset_index()
     for fault, ceilings in (("harness", SUITES), ("provider", PROVIDER_CEILINGS)):
         ceiling = out["suite_id"].map(ceilings)  # unknown suites → NaN
         out[f"{fault}_error_ceiling"] = ceiling
-        out[f"{fault}_error_ceiling_reached"] = out[f"n_{fault}_error"] >= ceiling  # NaN → False
+        reached = out[f"n_unforgiven_{fault}_error"] >= ceiling  # NaN → False
+        out[f"{fault}_error_ceiling_reached"] = reached
     return out
 
 
@@ -536,7 +567,14 @@ def test_fault_ceilings(built, runs, suite_settings):
     rates = read_mart(built[0], "setting_success_rates")
     assert_same(rates, expected, KEY)
     by_setting = expected.set_index(KEY)
-    assert by_setting.loc[("main", "gamma", "rmse", 60), "harness_error_ceiling_reached"]
+    # resumed, then stopped again by new faults: 6 recorded, 3 unforgiven, reached
+    main_gamma = by_setting.loc[("main", "gamma", "rmse", 60)]
+    assert main_gamma["n_harness_error"] == 6 and main_gamma["n_unforgiven_harness_error"] == 3
+    assert main_gamma["harness_error_ceiling_reached"]
+    # resumed after its 3 faults: not stopped any more (n_harness_error still counts them)
+    main_delta = by_setting.loc[("main", "delta", "acc", 60)]
+    assert main_delta["n_harness_error"] == 3 and main_delta["n_unforgiven_harness_error"] == 0
+    assert not main_delta["harness_error_ceiling_reached"]
     assert by_setting.loc[("main", "delta", "acc", 60), "harness_error_ceiling"] == SUITES["main"]
     # side's ceiling (2) applies to side's setting, main's (3) would not be reached by 2 faults
     side_beta = by_setting.loc[("side", "beta", "rmse", 60)]
@@ -558,6 +596,8 @@ def test_fault_ceilings(built, runs, suite_settings):
         ceiling = coverage["suite_id"].map(ceilings).where(coverage["attempts"] > 0)
         coverage[f"{fault}_error_ceiling"] = ceiling
         coverage[f"n_{fault}_error"] = coverage[f"n_{fault}_error"].fillna(0)
+        unforgiven = f"n_unforgiven_{fault}_error"
+        coverage[unforgiven] = coverage[unforgiven].fillna(0)
         reached = coverage[f"{fault}_error_ceiling_reached"].eq(True)
         coverage[f"{fault}_error_ceiling_reached"] = reached
     actual = read_mart(built[0], "coverage")

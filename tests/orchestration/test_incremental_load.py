@@ -277,3 +277,39 @@ def test_a_broken_agent_file_stops_only_the_suite_that_lists_it(tmp_path: Path, 
     [skipped] = meta[RAW_AGENTS]["skipped_spec_files"]
     assert skipped.startswith(f"{broken}: invalid AgentSpec: kind")
     assert meta[RAW_AGENTS]["dagster/row_count"] == len(list(agents.glob("*.yaml"))) - 1
+
+
+def test_the_raw_load_reports_raw_resumptions_with_a_data_version_of_its_content(
+    tiny, dbt_manifest
+):
+    """A suite's resumption log is loaded with its runs: raw/resumptions is materialized with a
+    row per forgiven run and a data version that changes only when the log does."""
+    import datetime as dt
+
+    from orchestration.assets.warehouse import RAW_RESUMPTIONS
+    from runner.resumptions import Resumption, append_resumption
+
+    bench, _, instance, _ = tiny
+    runs_dir = bench.layout(bench.suite("tiny")).runs_dir
+    record_setting(bench, key("baseline-constant"))
+    now = dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
+    append_resumption(
+        runs_dir, Resumption(key("baseline-constant"), ("r1", "r2"), now, "t", "tiny")
+    )
+
+    def resumptions() -> tuple[int, str]:
+        event = instance.get_latest_materialization_event(RAW_RESUMPTIONS)
+        assert event is not None and event.asset_materialization is not None
+        materialization = event.asset_materialization
+        rows = materialization.metadata["dagster/row_count"].value
+        return rows, materialization.tags["dagster/data_version"]
+
+    load(tiny, {"full_rescan": True})
+    rows, version = resumptions()
+    assert rows == 2
+    load(tiny, {"full_rescan": True})
+    assert resumptions() == (2, version)  # loading again changes nothing
+    append_resumption(runs_dir, Resumption(key("baseline-linear"), ("r3",), now, "t", "tiny"))
+    load(tiny)  # no setting ran: a rescan of every record, and of the logs
+    rows, again = resumptions()
+    assert rows == 3 and again != version

@@ -167,7 +167,7 @@ def test_links_huge_files_and_fifos_are_rejected_by_name(con, tmp_path: Path, mo
     report = load_runs(con, runs)
     messages = dict(report.rejected)
     assert report.new == 1
-    assert messages[str(linked)].endswith("is a symbolic link; records are never followed")
+    assert messages[str(linked)].endswith("is a symbolic link; links are never followed")
     assert messages[str(fifo)].endswith("not a regular file")
     assert "too large for a run record" in messages[str(huge.resolve())]
 

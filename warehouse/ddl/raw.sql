@@ -246,3 +246,21 @@ create table if not exists raw.record_files (
     run_id                  varchar not null,
     indexed_at              timestamptz not null
 );
+
+-- The resumption logs (<runs>/<runs_subdir>/resumptions.jsonl, runner.resumptions) as the last
+-- load found them, one row per forgiven run id: resuming a setting stopped at a fault ceiling
+-- forgives the faults recorded so far, which its ceilings no longer count (the runs stay in
+-- raw.runs as they are). A fault is forgiven when its (run_space, run_id) is here.
+create table if not exists raw.resumptions (
+    run_space               varchar not null,  -- the folder holding the log, as raw.runs.run_space
+    run_id                  varchar not null,  -- a forgiven fault's run id (in run_space)
+    suite_id                varchar,           -- the suite the line names (null: written before lines named it)
+    setting                 varchar not null,  -- the resumed setting's key, agent|task|budget
+    resumed_at              timestamptz not null,
+    resumed_by              varchar not null,  -- what resumed it: a command, a Dagster run
+    source_path             varchar not null,  -- the log
+    line_number             integer not null,  -- the line of the log (from 1)
+    file_sha256             varchar not null,  -- the log's content hash when loaded: same hash = unchanged
+    loaded_at               timestamptz not null,
+    primary key (source_path, line_number, run_id)
+);

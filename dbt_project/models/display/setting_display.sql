@@ -2,7 +2,8 @@
 -- median and quartiles, and its harness and provider faults (neither is the agent's) against
 -- its suite's ceilings. A setting stopped at a ceiling (it lacks successes and its harness or
 -- provider faults reached that ceiling: the runner gives it no more attempts) is marked ⊘; the
--- leaderboard page lists those.
+-- leaderboard page lists those. A ceiling counts the faults no resumption forgave: a resumed
+-- setting reads "0 of 3 (3 forgiven)".
 with
 
 scores as (
@@ -22,12 +23,14 @@ joined as (
     select
         scores.*,
         coalesce(coverage.n_harness_error, 0)::bigint as n_harness_error,
+        coalesce(coverage.n_unforgiven_harness_error, 0)::bigint as n_unforgiven_harness_error,
         coverage.harness_error_ceiling,
         coalesce(coverage.missing, 0)::bigint as missing,
         coalesce(
             coverage.harness_error_ceiling_reached and coverage.missing > 0, false
         ) as stopped_at_harness_error_ceiling,
         coalesce(coverage.n_provider_error, 0)::bigint as n_provider_error,
+        coalesce(coverage.n_unforgiven_provider_error, 0)::bigint as n_unforgiven_provider_error,
         coverage.provider_error_ceiling,
         coalesce(
             coverage.provider_error_ceiling_reached and coverage.missing > 0, false
@@ -59,9 +62,15 @@ final as (
         attempts,
         case
             when stopped_at_harness_error_ceiling
-                then '⊘ ' || n_harness_error || ' of ' || harness_error_ceiling
+                then '⊘ ' || n_unforgiven_harness_error || ' of ' || harness_error_ceiling
                     || ': stopped at the ceiling'
-            else n_harness_error || coalesce(' of ' || harness_error_ceiling, '')
+            when harness_error_ceiling is null then n_harness_error::varchar
+            else n_unforgiven_harness_error || ' of ' || harness_error_ceiling
+        end
+        || case
+            when n_harness_error > n_unforgiven_harness_error
+                then ' (' || (n_harness_error - n_unforgiven_harness_error) || ' forgiven)'
+            else ''
         end as harness_errors,
         n_harness_error,
         harness_error_ceiling,
@@ -69,9 +78,15 @@ final as (
         stopped_at_harness_error_ceiling,
         case
             when stopped_at_provider_error_ceiling
-                then '⊘ ' || n_provider_error || ' of ' || provider_error_ceiling
+                then '⊘ ' || n_unforgiven_provider_error || ' of ' || provider_error_ceiling
                     || ': stopped at the ceiling'
-            else n_provider_error || coalesce(' of ' || provider_error_ceiling, '')
+            when provider_error_ceiling is null then n_provider_error::varchar
+            else n_unforgiven_provider_error || ' of ' || provider_error_ceiling
+        end
+        || case
+            when n_provider_error > n_unforgiven_provider_error
+                then ' (' || (n_provider_error - n_unforgiven_provider_error) || ' forgiven)'
+            else ''
         end as provider_errors,
         n_provider_error,
         provider_error_ceiling,

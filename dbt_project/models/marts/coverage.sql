@@ -3,7 +3,8 @@
 -- lacks (missing). An agent is covered (ranked in the suite) only when missing = 0 in all its
 -- rows of the suite. Also its harness and provider faults and whether they reached the suite's
 -- ceilings (setting_success_rates): a setting that lacks successes and has reached one gets no
--- more attempts until that ceiling is raised.
+-- more attempts until that ceiling is raised or the setting is resumed (the ceilings count only
+-- the faults no resumption forgave).
 with
 
 expected as (
@@ -36,10 +37,12 @@ final as (
         expected.missing::bigint as missing,
         covered.agent_id is not null as agent_is_covered,
         coalesce(rates.n_harness_error, 0)::bigint as n_harness_error,
+        coalesce(rates.n_unforgiven_harness_error, 0)::bigint as n_unforgiven_harness_error,
         rates.harness_error_ceiling,
         coalesce(rates.harness_error_ceiling_reached, false) as harness_error_ceiling_reached,
         expected.counted_successes::integer as counted_successes,
         coalesce(rates.n_provider_error, 0)::bigint as n_provider_error,
+        coalesce(rates.n_unforgiven_provider_error, 0)::bigint as n_unforgiven_provider_error,
         rates.provider_error_ceiling,
         coalesce(rates.provider_error_ceiling_reached, false) as provider_error_ceiling_reached
 

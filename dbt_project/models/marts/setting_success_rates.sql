@@ -5,11 +5,30 @@
 -- are the suite file's (int_suites, joined on the setting's suite_id); unknown (null, never
 -- reached) for a suite without a file (imported results, a removed suite file) or a file loaded
 -- before the provider-error ceiling existed.
+--
+-- A ceiling counts only the faults no resumption forgave, as the runner's do (runner.settings):
+-- resuming a stopped setting forgives the faults recorded so far, by run id, in the resumption
+-- log of the suite's runs folder (stg_raw__resumptions); n_harness_error / n_provider_error still
+-- count every fault recorded.
 with
+
+forgiven as (
+
+    select distinct run_space, run_id from {{ ref('stg_raw__resumptions') }}
+
+),
 
 runs as (
 
-    select * from {{ ref('int_setting_runs') }}
+    select
+        runs.*,
+        forgiven.run_id is not null as forgiven
+
+    from {{ ref('int_setting_runs') }} as runs
+    left join forgiven
+        on runs.run_space = forgiven.run_space
+        and runs.run_id = forgiven.run_id
+        and runs.load_source = 'tmlbench'  -- an import's space is its source, never a folder
 
 ),
 
@@ -26,7 +45,11 @@ counts as (
         agent_id,
         task_id,
         budget_seconds,
-        {{ status_counts() }}
+        {{ status_counts() }},
+        count(*) filter (where status = 'harness_error' and not forgiven)::bigint
+            as n_unforgiven_harness_error,
+        count(*) filter (where status = 'provider_error' and not forgiven)::bigint
+            as n_unforgiven_provider_error
 
     from runs
     group by suite_id, agent_id, task_id, budget_seconds
@@ -49,9 +72,10 @@ final as (
 
     select
         * exclude (provider_error_ceiling),
-        coalesce(n_harness_error >= harness_error_ceiling, false) as harness_error_ceiling_reached,
+        coalesce(n_unforgiven_harness_error >= harness_error_ceiling, false)
+            as harness_error_ceiling_reached,
         provider_error_ceiling,
-        coalesce(n_provider_error >= provider_error_ceiling, false)
+        coalesce(n_unforgiven_provider_error >= provider_error_ceiling, false)
             as provider_error_ceiling_reached
 
     from rates
