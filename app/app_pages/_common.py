@@ -159,6 +159,19 @@ def suite_run_hint(suite: str) -> str:
     )
 
 
+def resume_hint(suite: str | None) -> str:
+    """How to give settings stopped at a fault ceiling their attempts back, once the cause is
+    fixed: an action (runner/resumptions.py), never an edit of the suite file."""
+    suite = suite or "<suite>"
+    command = f"uv run tmlbench resume --suite {suite}"
+    return (
+        f"Once the cause is fixed, resume them: {literal(command)}, or in the Dagster UI "
+        f"materialize their partitions of {literal(suite + '/agent_runs')} with the launch "
+        "config `resume_stopped: true`. Their faults stay recorded; the ceilings count only "
+        "those after the resumption."
+    )
+
+
 def query(name: str, path: Path, *args, **kwargs):
     """``queries.<name>(connection, *args, **kwargs)`` on the snapshot at ``path``, cached until
     a new snapshot is published."""

@@ -11,6 +11,7 @@ from app.app_pages._common import (
     footer,
     provisional_note,
     query,
+    resume_hint,
     snapshot_or_stop,
     table,
 )
@@ -198,8 +199,8 @@ if not stopped.empty:
         "provider faults its `provider_error_ceiling` (neither is the agent's), so they get no "
         "more attempts and lack successes. See their `harness_error` / `provider_error` attempts "
         "in the Run explorer (the error message; `harness_error.txt` in the run folder has the "
-        "traceback, the record's `provider_fault_evidence` the provider's failures); once the "
-        "cause is fixed, raise the ceiling in the suite file and run the suite again."
+        "traceback, the record's `provider_fault_evidence` the provider's failures). "
+        + resume_hint(filters.suite)
     )
     table(stopped, STOPPED_COLUMNS)
     download(stopped, "stopped_settings")

@@ -11,6 +11,7 @@ from app.app_pages._common import (
     filters_note,
     footer,
     query,
+    resume_hint,
     snapshot_or_stop,
     table,
 )
@@ -58,20 +59,17 @@ chart = base.mark_rule(strokeWidth=3).encode(
     y=alt.Y("q1:Q", title="median score", scale=alt.Scale(zero=False)), y2="q3:Q"
 ) + base.mark_point(filled=True, size=80).encode(y="median_score:Q")
 st.altair_chart(chart, width="stretch")
-if one["stopped_at_harness_error_ceiling"].any():
-    n = int(one["stopped_at_harness_error_ceiling"].sum())
-    st.warning(
-        f"⊘ {n} setting(s) of this task stopped at the harness-error ceiling (column "
-        "Harness errors): the harness failed that often, so the setting gets no more attempts "
-        "until the suite's `harness_error_ceiling` is raised (see the Leaderboard page)."
-    )
-if one["stopped_at_provider_error_ceiling"].any():
-    n = int(one["stopped_at_provider_error_ceiling"].sum())
-    st.warning(
-        f"⊘ {n} setting(s) of this task stopped at the provider-error ceiling (column "
-        "Provider errors): the model provider failed that often (not the agent's doing), so the "
-        "setting gets no more attempts until the suite's `provider_error_ceiling` is raised."
-    )
+for ceiling, column, whose in (
+    ("harness-error", "Harness errors", "the harness failed that often"),
+    ("provider-error", "Provider errors", "the model provider failed that often (not the agent)"),
+):
+    stopped = int(one[f"stopped_at_{ceiling.replace('-', '_')}_ceiling"].sum())
+    if stopped:
+        st.warning(
+            f"⊘ {stopped} setting(s) of this task stopped at the {ceiling} ceiling (column "
+            f"{column}): {whose}, so the setting gets no more attempts. "
+            + resume_hint(filters.suite)
+        )
 table(one, SETTING_COLUMNS)
 download(scores, "setting_scores", "Download all settings (CSV)")
 

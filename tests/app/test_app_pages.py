@@ -324,6 +324,9 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     assert "among the 2 of 3 agents complete" in warning
     assert "1 setting(s) stopped at the harness-error ceiling" in warning
     assert "harness_error_ceiling" in warning and "Run explorer" in warning
+    # recovering is an action, never an edit of the suite file
+    assert "tmlbench resume --suite" in warning and "resume_stopped: true" in warning
+    assert "suite file" not in warning
     (stopped,) = _frames(at, "missing")
     assert stopped[["agent_id", "task_id", "budget_seconds"]].values.tolist() == [
         ["gamma", "t2", 600]
@@ -334,7 +337,9 @@ def test_leaderboard_and_settings_mark_settings_stopped_at_the_ceiling(
     assert not any("harness-error ceiling" in str(w.value) for w in at.warning)  # t1: none
     at.selectbox(key="task").set_value("t2").run()
     assert not at.exception
-    assert any("1 setting(s) of this task stopped" in str(w.value) for w in at.warning)
+    (stopped_here,) = [str(w.value) for w in at.warning if "of this task stopped" in str(w.value)]
+    assert "1 setting(s) of this task stopped at the harness-error" in stopped_here
+    assert "tmlbench resume --suite" in stopped_here
     table = at.dataframe[0].value.set_index(["agent_id", "budget_seconds"])
     assert table.loc[("gamma", 600), "harness_errors"] == "⊘ 3 of 3: stopped at the ceiling"
     assert table.loc[("alpha", 600), "harness_errors"] == "0 of 3"
