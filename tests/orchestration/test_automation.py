@@ -8,25 +8,12 @@ snapshot: one run. Nothing new, nothing requested, including on a fresh instance
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
-import pytest
 
 from tests.support.tiny_suites import tiny_suite_resources
-from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"
-
-
-@pytest.fixture(scope="module")
-def dbt_manifest() -> Path:
-    """The dbt manifest the definitions load (built explicitly, as `make manifest` does)."""
-    target = DBT_PROJECT_DIR / "target"
-    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(Path("x"))])
-    assert result.returncode == 0, result.stdout + result.stderr
-    return target / "manifest.json"
 
 
 def test_one_new_setting_requests_load_marts_and_snapshot_in_one_tick(tmp_path, dbt_manifest):

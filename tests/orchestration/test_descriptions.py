@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.config import REPO_ROOT
-from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
+from warehouse.dbt import DBT_PROJECT_DIR
 
 # What CommonMark may read as raw HTML (a tag, a comment, a declaration), and `<data_subdir>`
 # too: any `<` that opens a word and is closed by `>`. A comparison (`k < n`) is not one.
@@ -33,15 +33,6 @@ CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)  # `x`, ``x``, ```sql 
 def raw_tags(text: str | None) -> list[str]:
     """The raw ``<...>`` of ``text`` outside code spans: what the UI would not show as written."""
     return RAW_TAG.findall(CODE_SPAN.sub("", text or ""))
-
-
-@pytest.fixture(scope="module")
-def dbt_manifest() -> Path:
-    """The dbt manifest the definitions load, parsed now: the YAML's descriptions as they are."""
-    target = DBT_PROJECT_DIR / "target"
-    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(Path("x"))])
-    assert result.returncode == 0, result.stdout + result.stderr
-    return target / "manifest.json"
 
 
 @pytest.fixture(scope="module")

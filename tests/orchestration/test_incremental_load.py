@@ -12,20 +12,10 @@ from runner.settings import suite_settings
 from tests.support.records import make_record
 from tests.support.run_folders import write
 from tests.support.tiny_suites import tiny_suite_resources
-from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"
 AGENTS = ["baseline-constant", "baseline-linear"]
-
-
-@pytest.fixture(scope="module")
-def dbt_manifest() -> Path:
-    """The dbt manifest the definitions load (built explicitly, as `make manifest` does)."""
-    target = DBT_PROJECT_DIR / "target"
-    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(Path("x"))])
-    assert result.returncode == 0, result.stdout + result.stderr
-    return target / "manifest.json"
 
 
 @pytest.fixture

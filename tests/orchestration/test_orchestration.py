@@ -30,7 +30,6 @@ from runner.settings import (
 from runner.specs import SuiteSpec
 from tests.support.records import make_record
 from tests.support.tiny_suites import tiny_suite_resources
-from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 from warehouse.snapshot import publish_snapshot
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -132,16 +131,6 @@ def test_snapshot_is_a_complete_copy_swapped_in_atomically(tmp_path):
 
 
 # ---------------------------------------------------------------- the Dagster graph
-
-
-@pytest.fixture(scope="session")
-def dbt_manifest() -> Path:
-    """The dbt manifest the definitions load (built explicitly, as `make manifest` does)."""
-    target = DBT_PROJECT_DIR / "target"
-    unused = Path("unused-by-parse.duckdb")
-    result = run_dbt(["parse", "--quiet", "--target-path", str(target), *vars_args(unused)])
-    assert result.returncode == 0, result.stdout + result.stderr
-    return target / "manifest.json"
 
 
 @pytest.fixture
