@@ -26,6 +26,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from orchestration.assets.warehouse import RAW_KEYS
 from tests.support.docker_stack import (
     AUTOMATION_SENSOR,
     SNAPSHOT,
@@ -50,14 +51,7 @@ BUDGET = 240
 SETTING = setting_tags(AGENT, TASK, BUDGET)
 ATTEMPTS = 5  # the demo suite's successes per setting
 POOLED_STEPS = ("raw_warehouse", "tmlbench_dbt_models", "marts_snapshot")
-RAW = (
-    "raw/runs",
-    "raw/tasks",
-    "raw/agents",
-    "raw/suites",
-    "raw/suite_settings",
-    "raw/baselines",
-)  # one multi-asset: all or none
+RAW = tuple("/".join(key.path) for key in RAW_KEYS)  # one multi-asset: all or none
 
 
 def _free_port() -> int:
