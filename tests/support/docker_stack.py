@@ -130,8 +130,11 @@ class DagsterApi:
                 with urllib.request.urlopen(request, timeout=60) as reply:
                     answer = json.load(reply)
                 break
-            except urllib.error.HTTPError:
-                raise  # it answered: a bad query is not a reason to wait
+            except (
+                urllib.error.HTTPError
+            ) as exc:  # it answered: a bad query is not a reason to wait
+                body = exc.read().decode("utf-8", "replace")[-2000:]
+                raise RuntimeError(f"GraphQL request failed: HTTP {exc.code}: {body}") from exc
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
                     raise
@@ -186,9 +189,19 @@ class DagsterApi:
         )["sensorOrError"]
         if sensor["__typename"] != "Sensor":
             raise RuntimeError(f"no sensor {name}: {sensor}")
-        stopped = self.gql(
-            "mutation($id: String) { stopSensor(id: $id) { __typename } }", {"id": sensor["id"]}
-        )["stopSensor"]
+        # The daemon may be writing the sensor's first state at that moment (it ticks every
+        # few seconds): Dagster then answers 500 to the stop, which can simply be asked again.
+        for attempt in range(5):
+            try:
+                stopped = self.gql(
+                    "mutation($id: String) { stopSensor(id: $id) { __typename } }",
+                    {"id": sensor["id"]},
+                )["stopSensor"]
+                break
+            except RuntimeError:
+                if attempt == 4:
+                    raise
+                time.sleep(2)
         if stopped["__typename"] != "StopSensorMutationResult":
             raise RuntimeError(f"stopping {name} failed: {stopped}")
 
