@@ -18,7 +18,8 @@ CACHED_RESULTS = 512  # query results kept (per snapshot, filters and arguments)
 RUN_HINT = (
     "No benchmark results yet. Run the benchmark with `make run` (it runs the demo suite, "
     "loads the records, builds the marts and publishes the read-only snapshot this dashboard "
-    "reads), then reload this page."
+    "reads) or from the Dagster UI (`make ui`); this page offers the results as soon as they "
+    "are published."
 )
 # session-state keys of the sidebar filters (app/router.py draws them)
 FILTER_KEYS = {
