@@ -24,6 +24,7 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.registry import load_suite
+from tests.support.dagster_ui import graphql
 from tests.support.servers import free_port, stop
 
 pytestmark = pytest.mark.slow
@@ -70,18 +71,6 @@ query Locations {
 def http_get(url: str, timeout: float = 5.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return response.read()
-
-
-def graphql(base: str, query: str) -> dict:
-    request = urllib.request.Request(
-        f"{base}/graphql",
-        data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        body = json.loads(response.read())
-    assert "errors" not in body, body["errors"]
-    return body["data"]
 
 
 def ensure_manifest(tmp: Path) -> None:

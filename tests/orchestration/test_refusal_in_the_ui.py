@@ -21,12 +21,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from runner.config import REPO_ROOT, Paths
 from runner.records import RECORD_FILE
+from tests.support.dagster_ui import graphql
 from tests.support.servers import free_port, stop
 from tests.support.streamlit_server import CHROMIUM, CHROMIUM_ARGS
 
@@ -50,18 +50,6 @@ run_coordinator:
   module: dagster._core.run_coordinator
   class: DefaultRunCoordinator
 """
-
-
-def graphql(base: str, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-    request = urllib.request.Request(
-        f"{base}/graphql",
-        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        body = json.loads(response.read())
-    assert "errors" not in body, body["errors"]
-    return body["data"]
 
 
 def wait_for(what: str, check, timeout: float = TIMEOUT):

@@ -99,6 +99,20 @@ class DagsterUIError(AssertionError):
     """The server answered, but not as the UI expects (the message says what it answered)."""
 
 
+def graphql(base: str, query: str, variables: Mapping[str, object] | None = None) -> dict:
+    """One GraphQL request to the webserver at ``base``, as the UI makes it; errors raise."""
+    request = urllib.request.Request(
+        f"{base}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        body = json.loads(response.read())
+    if body.get("errors"):
+        raise DagsterUIError(f"GraphQL errors: {body['errors']}")
+    return body["data"]
+
+
 @dataclass(frozen=True)
 class DagsterUI:
     base: str  # http://127.0.0.1:<port>
@@ -106,16 +120,7 @@ class DagsterUI:
     log: Path  # `dagster dev`'s output (webserver, daemon, runs)
 
     def graphql(self, query: str, variables: Mapping[str, object] | None = None) -> dict:
-        request = urllib.request.Request(
-            f"{self.base}/graphql",
-            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            body = json.loads(response.read())
-        if body.get("errors"):
-            raise DagsterUIError(f"GraphQL errors: {body['errors']}")
-        return body["data"]
+        return graphql(self.base, query, variables)
 
     def materialize_partition(self, asset_key: list[str], partition: str) -> str:
         """Launch one run of ``asset_key`` for ``partition`` as the UI's Materialize → one
