@@ -60,34 +60,12 @@ final as (
         n_counted,
         successes,
         attempts,
-        case
-            when stopped_at_harness_error_ceiling
-                then '⊘ ' || n_unforgiven_harness_error || ' of ' || harness_error_ceiling
-                    || ': stopped at the ceiling'
-            when harness_error_ceiling is null then n_harness_error::varchar
-            else n_unforgiven_harness_error || ' of ' || harness_error_ceiling
-        end
-        || case
-            when n_harness_error > n_unforgiven_harness_error
-                then ' (' || (n_harness_error - n_unforgiven_harness_error) || ' forgiven)'
-            else ''
-        end as harness_errors,
+        {{ fault_ceiling_label('harness_error') }} as harness_errors,
         n_harness_error,
         harness_error_ceiling,
         missing,
         stopped_at_harness_error_ceiling,
-        case
-            when stopped_at_provider_error_ceiling
-                then '⊘ ' || n_unforgiven_provider_error || ' of ' || provider_error_ceiling
-                    || ': stopped at the ceiling'
-            when provider_error_ceiling is null then n_provider_error::varchar
-            else n_unforgiven_provider_error || ' of ' || provider_error_ceiling
-        end
-        || case
-            when n_provider_error > n_unforgiven_provider_error
-                then ' (' || (n_provider_error - n_unforgiven_provider_error) || ' forgiven)'
-            else ''
-        end as provider_errors,
+        {{ fault_ceiling_label('provider_error') }} as provider_errors,
         n_provider_error,
         provider_error_ceiling,
         stopped_at_provider_error_ceiling
