@@ -185,6 +185,7 @@ def _execute(
             stdout_path=run_dir / stdout_log,
             stderr_path=run_dir / stderr_log,
             binds=driver.binds,
+            watched_cap=driver.watched_cap,
         )
         result = ctx.sandbox.run(request)
     overruled = driver.status()
@@ -197,7 +198,7 @@ def _execute(
             judge(plan.task, ctx.prepared, workspace, result, plan.budget_seconds)
         )
     # After the verdict, before the record: what could not be dropped is noted in it.
-    dropped_notes = drop_inputs(workspace)
+    dropped_notes = drop_inputs(workspace) + driver.notes()
     return RunRecord.assemble(
         setup,
         verdict,

@@ -30,6 +30,8 @@ from runner.egress import (
 from runner.egress import socket_path as egress_socket
 from runner.errors import HarnessError, TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
+from runner.gateway.spend import default_ceilings
+from runner.limits import WatchedCap
 from runner.llm.session import LlmSession
 from runner.provider_faults import review as review_faults
 from runner.records import DriverReport, Verdict
@@ -81,6 +83,7 @@ class ProgramDriver:
     """A baseline or command agent: its argv template, nothing beside it."""
 
     binds: tuple[Bind, ...] = ()
+    watched_cap: WatchedCap | None = None  # a cap it keeps beside the sandbox (spend)
 
     def __init__(self, agent: AgentSpec, agent_code_dir: Path | None):
         self.agent = agent
@@ -113,6 +116,10 @@ class ProgramDriver:
         """A status that overrules grading (e.g. a fatal provider_error), or None."""
         return None
 
+    def notes(self) -> list[str]:
+        """What the record notes of what the driver truncated (e.g. its transcript)."""
+        return []
+
     def review(self, verdict: Verdict) -> Verdict:
         """The final verdict, given the one grading would give (e.g. a provider fault's)."""
         return verdict
@@ -138,6 +145,7 @@ class CommandDriver(ProgramDriver):
         run_dir: Path,
         cli: InstalledCli | None,
         api_key: str | None = None,
+        budget_seconds: int = 0,
     ):
         super().__init__(agent, agent_code_dir)
         self.cli = cli
@@ -148,6 +156,14 @@ class CommandDriver(ProgramDriver):
         self.proxy = EgressProxy(egress_socket(self.control), allow=allow)
         self.gateway: ProviderGateway | None = None
         if agent.gateway is not None:
+            spend = agent.gateway.spend
+            ceilings = default_ceilings(
+                budget_seconds,
+                requests=spend.requests,
+                tokens=spend.tokens,
+                cost_usd=spend.cost_usd,
+                prices=agent.gateway.prices,
+            )
             self.gateway = ProviderGateway(
                 self.control / GATEWAY_SOCKET_NAME,
                 protocol=agent.gateway.protocol,
@@ -156,7 +172,9 @@ class CommandDriver(ProgramDriver):
                 transcript_path=run_dir / TRANSCRIPT_FILE,
                 request_timeout=agent.gateway.request_timeout_seconds,
                 requests_per_minute=agent.gateway.requests_per_minute,
+                spend=ceilings,
             )
+            self.watched_cap = self.gateway.spend  # the sandbox ends the attempt past it
         self.binds = egress_binds(self.control)
         if cli is not None:
             self.binds += (Bind(cli.root, CLI_INSIDE),)
@@ -231,6 +249,10 @@ class CommandDriver(ProgramDriver):
                 "provider_fault_evidence": self._fault_evidence,
             }
         )
+
+    def notes(self) -> list[str]:
+        note = self.gateway.transcript_note() if self.gateway is not None else None
+        return [note] if note else []
 
     def status(self) -> Verdict | None:
         problem = self.gateway.stats().provider_error if self.gateway else None
@@ -315,7 +337,7 @@ def make_driver(
     if agent.kind == "llm":
         return LlmDriver(agent, instructions, budget_seconds, run_dir, api_key)
     if agent.kind == "command":
-        return CommandDriver(agent, agent_code_dir, run_dir, cli, api_key)
+        return CommandDriver(agent, agent_code_dir, run_dir, cli, api_key, budget_seconds)
     return ProgramDriver(agent, agent_code_dir)
 
 

@@ -41,6 +41,15 @@ forwarded: the gateway answers them itself with ``429`` + ``Retry-After`` in the
 error shape and counts them in ``rate_limited``, so that a 429 the agent provokes stays the
 agent's while one the provider sends within that rate is the provider's fault.
 
+Spending is capped per attempt (``spend``, :mod:`.spend`: the agent spec's ``gateway.spend``,
+by default from the budget): a model call is forwarded only while the attempt's requests,
+tokens and cost (calls in flight counted as the largest call so far) are below their
+ceilings. Past them the gateway answers the call itself with its protocol's quota error
+(openai-chat 402, openai-responses 429 without Retry-After, both ``insufficient_quota``;
+anthropic-messages 400 ``invalid_request_error``: what each protocol's CLIs give up on),
+counts it in ``spend_refused`` (the agent's, never a provider fault) and the sandbox ends the
+attempt (``limit_exceeded="spend"``, ``runtime_error``).
+
 Model calls are POSTs to ``.../chat/completions`` (openai-chat), ``.../responses``
 (openai-responses) or ``/messages``, ``/v1/messages`` (anthropic-messages) under the base
 path; everything else (``GET /v1/models``, ``count_tokens``, ...) is an other request. A
@@ -54,7 +63,10 @@ Each model call ends as a step, a provider fault, a cut or a refusal
 :mod:`runner.gateway.call_outcomes`): only steps count in
 ``steps`` and ``tokens_in``/``tokens_out``. See :class:`GatewayStats` for what is counted.
 
-``transcript.jsonl`` (appended, one JSON object a line, at most 128 MiB, never the key)::
+``transcript.jsonl`` (appended, one JSON object a line, never the key; at most
+``max_transcript_bytes``, 16 MiB, the attempt's host budget for it like the logs' 5 MiB a
+stream: past it a ``transcript_full`` line, then only ``gateway_stop``, and the record notes
+it)::
 
     {"event": "gateway_start", "t": 0.0, "protocol": ..., "base_url": ..., "inside_path": "/v1"}
     {"event": "model_call", "t": <seconds since start>, "protocol": "openai-chat",
@@ -68,9 +80,10 @@ Each model call ends as a step, a provider fault, a cut or a refusal
               | {"error": "(code) message"},
      "interrupted": "client" | "upstream" | "stopped"}   # only if the reply was broken off
     {"event": "rate_limited", "t": ..., "path": ..., "retry_after": 12, "call": 7}
+    {"event": "spend_refused", "t": ..., "path": ..., "ceiling": "tokens", "call": 612}
     {"event": "request", "t": ..., "method": "GET", "path": "/v1/models", "status": 200,
      "seconds": 0.05, "error": "..."}                    # error only for status >= 400
-    {"event": "transcript_full", "t": ..., "max_bytes": ...}    # nothing is written after it
+    {"event": "transcript_full", "t": ..., "max_bytes": ...}    # only gateway_stop after it
     {"event": "gateway_stop", "t": ..., "stats": {GatewayStats fields}}
 
 ``request`` and ``reply`` are each cut to about 64 KiB. A request body is parsed for it (and

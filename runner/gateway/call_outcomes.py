@@ -4,7 +4,8 @@ The rule, its words (:class:`~runner.provider_faults.CallOutcome`) and its count
 :mod:`runner.provider_faults`; here is what it takes to apply it to the replies of each
 protocol the gateway speaks: which event is terminal, which status or event is the provider's
 failure, and the gateway's own answers (its 502/504 for an unreachable or timed-out
-provider, its 429 for an agent over its spec's request rate).
+provider, its 429 for an agent over its spec's request rate, its quota error for an attempt
+past its spend ceilings).
 """
 
 from __future__ import annotations
@@ -54,3 +55,7 @@ def classify(
 
 #: The gateway's own 429 to an agent over its spec's request rate.
 RATE_LIMITED = CallOutcome("refused")
+
+#: The gateway's own quota error to an attempt past its spend ceilings (:mod:`.spend`): the
+#: agent's, never a provider fault, whatever status the protocol's quota error has.
+SPEND_REFUSED = CallOutcome("refused")

@@ -35,6 +35,7 @@ from runner.gateway.provider import ProviderConnection, ProviderOrigin, forwarde
 from runner.gateway.replies import Reply
 from runner.gateway.reply_relay import ReplyRelay
 from runner.gateway.request_rate import RequestRate
+from runner.gateway.spend import Ceiling, SpendCeilings, SpendMeter, refusal
 from runner.gateway.stats import GatewayStats, StatsTally, redact_masked
 from runner.gateway.transcript import MAX_TRANSCRIPT_BYTES, Transcript, capped_request
 from runner.socket_server import SocketServer
@@ -81,6 +82,7 @@ class ProviderGateway(SocketServer):
         idle_timeout: float = IDLE_TIMEOUT,
         max_transcript_bytes: int = MAX_TRANSCRIPT_BYTES,
         requests_per_minute: int | None = None,
+        spend: SpendCeilings | None = None,
     ):
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown gateway protocol {protocol!r} (expected one of {PROTOCOLS})")
@@ -105,6 +107,8 @@ class ProviderGateway(SocketServer):
         self._tally = StatsTally(self._api_key)
         # The agent spec's request rate (None: no limit): calls over it are refused here.
         self._rate = RequestRate(requests_per_minute) if requests_per_minute else None
+        # The attempt's spend ceilings (None: none): calls past them are refused here.
+        self.spend = SpendMeter(spend) if spend is not None else None
 
     def __repr__(self) -> str:
         return (
@@ -129,11 +133,16 @@ class ProviderGateway(SocketServer):
 
     def _on_stop(self) -> None:
         if self._started:
-            self._transcript.write("gateway_stop", stats=dataclasses.asdict(self.stats()))
+            stats = dataclasses.asdict(self.stats())
+            self._transcript.write_closing("gateway_stop", stats=stats)
         self._transcript.close()
 
     def stats(self) -> GatewayStats:
         return self._tally.snapshot()
+
+    def transcript_note(self) -> str | None:
+        """What the record notes if the transcript reached its host budget (None: whole)."""
+        return self._transcript.note()
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -195,6 +204,10 @@ class ProviderGateway(SocketServer):
             wait = self._rate.admit()
             if wait is not None:
                 return self._answer_rate_limited(client, request, kind, call, wait)
+        if kind is not None and call is not None and self.spend is not None:
+            ceiling = self.spend.admit()
+            if ceiling is not None:
+                return self._answer_spent(client, request, kind, call, ceiling)
         body, summary = self._prepared_body(kind, request.body)
         headers = forwarded_headers(request, body, self.protocol, self._api_key)
         target = self._origin.request_target(request.target)
@@ -211,7 +224,7 @@ class ProviderGateway(SocketServer):
             kind,
             secret=self._secret,
             started=started,
-            account=lambda *counted: self._tally.account(call, *counted),
+            account=lambda *counted: self._account(call, *counted),
             stopping=lambda: self._stopping,
         )
         relay.run()
@@ -273,6 +286,44 @@ class ProviderGateway(SocketServer):
             return False
         return request.keep_alive
 
+    def _answer_spent(
+        self, client: ClientConnection, request: ClientRequest, kind: Protocol, call: int,
+        ceiling: Ceiling,
+    ) -> bool:  # fmt: skip
+        """Refuse a model call past the attempt's spend ceilings, in the error its protocol's
+        clients give up on (:func:`.spend.refusal`), never forwarded; whether the connection
+        goes on. The sandbox ends the attempt on it (``limit_exceeded="spend"``)."""
+        self._tally.spend_refused(call)
+        status, phrase, body = refusal(kind, ceiling)
+        head = (
+            f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            f"Connection: {'keep-alive' if request.keep_alive else 'close'}\r\n\r\n"
+        )
+        self._transcript.write("spend_refused", path=request.path[:500], ceiling=ceiling, call=call)
+        try:
+            client.sock.settimeout(WRITE_TIMEOUT)
+            client.sock.sendall(head.encode() + body)
+        except OSError:
+            return False
+        return request.keep_alive
+
+    def _account(
+        self,
+        call: int | None,
+        kind: Protocol | None,
+        status: int,
+        seconds: float,
+        reply: Reply | None,
+        interrupted: str | None,
+    ) -> None:
+        """Count a forwarded request's end: in the stats, and a model call's usage against
+        the spend ceilings."""
+        self._tally.account(call, kind, status, seconds, reply, interrupted)
+        if call is not None and kind is not None and self.spend is not None:
+            usage = reply.usage if reply is not None else None
+            self.spend.settle(usage, answered=200 <= status < 300)
+
     def _prepared_body(self, kind: Protocol | None, body: bytes) -> tuple[bytes, Any]:
         """The body to forward, and its transcript summary (``_NOT_PARSED``: not yet).
 
@@ -302,7 +353,7 @@ class ProviderGateway(SocketServer):
         stopped); whether the connection goes on."""
         if self._stopping:
             reply = Reply(error=(None, "the gateway stopped before the provider answered"))
-            self._tally.account(call, kind, 0, seconds, reply, "stopped")
+            self._account(call, kind, 0, seconds, reply, "stopped")
             self._log(kind, request, 0, seconds, summary, False, reply, "stopped")
             return False
         timed_out = isinstance(exc, TimeoutError)
@@ -311,7 +362,7 @@ class ProviderGateway(SocketServer):
         log.info("gateway: provider unreachable: %s", problem)
         code = TIMED_OUT if timed_out else UNREACHABLE
         reply = Reply(error=(code, f"cannot reach the provider: {problem}"))
-        self._tally.account(call, kind, status, seconds, reply, None)
+        self._account(call, kind, status, seconds, reply, None)
         self._log(kind, request, status, seconds, summary, False, reply, None)
         text = f"tmlbench gateway: cannot reach the provider: {problem}"
         try:
@@ -333,6 +384,9 @@ class ProviderGateway(SocketServer):
         interrupted: str | None,
     ) -> None:
         """The transcript line of one forwarded request (after the client has its reply)."""
+        if self._transcript.full:  # nothing more is written: spend no parsing on it
+            self._transcript.write("model_call" if kind is not None else "request")
+            return
         if kind is not None and summary is _NOT_PARSED:
             summary = None
             with self._parsing(request.body) as parse:

@@ -7,7 +7,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from runner.gateway.call_outcomes import RATE_LIMITED, classify
+from runner.gateway.call_outcomes import RATE_LIMITED, SPEND_REFUSED, classify
 from runner.gateway.model_requests import Protocol
 from runner.gateway.replies import Reply
 from runner.llm.client import FATAL_CODES, RETRYABLE_STATUS
@@ -38,7 +38,9 @@ class GatewayStats(CallCounts):
     ``requests``: model calls forwarded (POST to a generation endpoint), failures included;
     ``retries``: model calls a client retries: the provider faults and 408/409 answers;
     ``rate_limited``: model calls the gateway refused (429) because the agent exceeded its
-    spec's request rate, not forwarded and not in ``requests``; ``provider_seconds``: wall
+    spec's request rate, not forwarded and not in ``requests``; ``spend_refused``: model calls
+    the gateway refused because the attempt reached its spend ceilings (likewise not
+    forwarded; the record says ``limit_exceeded="spend"``); ``provider_seconds``: wall
     time of the model calls, summed; ``provider_error``: the first authentication (401),
     payment/permission (402/403 on a model call) or quota failure, e.g.
     ``"HTTP 401 (invalid_api_key): ..."``; ``other_requests``: non-model requests forwarded
@@ -48,6 +50,7 @@ class GatewayStats(CallCounts):
 
     retries: int = 0
     rate_limited: int = 0
+    spend_refused: int = 0
     provider_seconds: float = 0.0
     provider_error: str | None = None
     other_requests: int = 0
@@ -97,6 +100,7 @@ class StatsTally:
         self._calls = CallLedger(api_key)
         self._refusals_retried = 0  # 408, 409: clients retry them, though they are no fault
         self._rate_limited = 0
+        self._spend_refused = 0
         self._provider_seconds = 0.0
         self._provider_error: str | None = None
         self._other_requests = 0
@@ -108,9 +112,11 @@ class StatsTally:
             return GatewayStats(
                 **dataclasses.asdict(calls)
                 | {
-                    "requests": calls.requests - self._rate_limited,  # those never forwarded
+                    # those never forwarded
+                    "requests": calls.requests - self._rate_limited - self._spend_refused,
                     "retries": calls.provider_faults + self._refusals_retried,
                     "rate_limited": self._rate_limited,
+                    "spend_refused": self._spend_refused,
                     "provider_seconds": self._provider_seconds,
                     "provider_error": self._provider_error,
                     "other_requests": self._other_requests,
@@ -133,6 +139,12 @@ class StatsTally:
         with self._lock:
             self._rate_limited += 1
             self._calls.end(call, RATE_LIMITED)
+
+    def spend_refused(self, call: int) -> None:
+        """A model call the gateway refused: the attempt reached its spend ceilings."""
+        with self._lock:
+            self._spend_refused += 1
+            self._calls.end(call, SPEND_REFUSED)
 
     def account(
         self,

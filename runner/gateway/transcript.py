@@ -18,12 +18,28 @@ from runner.gateway.stats import redact_masked
 
 log = logging.getLogger(__name__)
 
-MAX_TRANSCRIPT_BYTES = 128 * 1024**2
+# The transcript's host budget per attempt, like the logs' (5 MiB a stream): it is written on
+# the host from what the agent sends, so it is the agent's to fill. A model_call line holds at
+# most ~128 KiB (request and reply cut to MAX_TRANSCRIPT_BODY each) and a working CLI's lines
+# are a few KiB, so 16 MiB holds a whole attempt of hundreds of calls (the spend ceilings'
+# default is 30 calls a minute of budget). It was 128 MiB: an agent looping calls filled that in
+# 40 s, per attempt, on a host running several at once, for a file the run explorer shows 2 MiB
+# of.
+MAX_TRANSCRIPT_BYTES = 16 * 1024**2
 MAX_TRANSCRIPT_BODY = 64 * 1024  # serialized request / reply per transcript line
+# Kept for the closing lines (transcript_full, gateway_stop with its stats), so a full
+# transcript still ends with what the gateway counted.
+CLOSING_BYTES = 8 * 1024
 
 
 class Transcript:
-    """``transcript.jsonl``, appended line by line; bounded, never holding the key."""
+    """``transcript.jsonl``, appended line by line; bounded, never holding the key.
+
+    At ``max_bytes`` (less :data:`CLOSING_BYTES` kept for the closing lines) it writes a
+    ``transcript_full`` line and then nothing but the closing ``gateway_stop``: the events
+    after it are only counted (``dropped``), never serialized, so a full transcript costs no
+    further memory or disk whatever the agent sends.
+    """
 
     def __init__(self, path: Path, secret: str | None, max_bytes: int):
         self.path = path
@@ -31,6 +47,7 @@ class Transcript:
         self.max_bytes = max_bytes
         self.written = 0
         self.full = False
+        self.dropped = 0  # events not written once full
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._fh: TextIO | None = None
@@ -40,15 +57,32 @@ class Transcript:
         self._fh = self.path.open("a", encoding="utf-8")
 
     def write(self, event: str, **data: object) -> None:
+        """Append one event (once full: only count it)."""
+        self._append(event, data, closing=False)
+
+    def write_closing(self, event: str, **data: object) -> None:
+        """Append the last event (``gateway_stop``), which may use the room kept for it."""
+        self._append(event, data, closing=True)
+
+    def _append(self, event: str, data: dict[str, object], closing: bool) -> None:
+        if self.full and not closing:
+            with self._lock:
+                self.dropped += 1
+            return
         entry = {"event": event, "t": round(time.monotonic() - self.started, 3), **data}
         line = json.dumps(entry, default=str) + "\n"
         if self.secret:
             line = line.replace(self.secret, "[redacted]")
+        room = self.max_bytes - (0 if closing else min(CLOSING_BYTES, self.max_bytes // 2))
         with self._lock:
-            if self._fh is None or self.full:
+            if self._fh is None or (self.full and not closing):
+                self.dropped += self._fh is not None
                 return
-            if self.written + len(line) > self.max_bytes:
+            if self.written + len(line) > room:
+                if self.full or closing:  # no room even for the closing line: leave it out
+                    return
                 self.full = True
+                self.dropped += 1
                 line = (
                     json.dumps(
                         {"event": "transcript_full", "t": entry["t"], "max_bytes": self.max_bytes}
@@ -62,6 +96,15 @@ class Transcript:
             except (OSError, ValueError):
                 log.warning("cannot write the gateway transcript %s", self.path)
                 self.full = True
+
+    def note(self) -> str | None:
+        """What the record notes of a truncated transcript (None: it is whole)."""
+        if not self.full:
+            return None
+        return (
+            f"{self.path.name} truncated at its host budget of {self.max_bytes:,} bytes: "
+            f"{self.dropped:,} later event(s) not written (the record's counts are complete)"
+        )
 
     def close(self) -> None:
         with self._lock:

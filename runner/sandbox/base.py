@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import HarnessError
-from runner.limits import Limit
+from runner.limits import Limit, WatchedCap
 from runner.sandbox.lifecycle import Ended, classify
 from runner.sandbox.workspace import Workspace
 
@@ -58,6 +58,8 @@ class SandboxRequest:
     """Run ``command`` (argv as seen inside), ``workspace`` writable, ``agent_dir`` read-only.
 
     ``env`` is the complete environment inside the sandbox: nothing of the host's leaks in.
+    ``watched_cap``: a cap kept outside the sandbox (the gateway's spend ceilings); once it
+    breaks, the attempt is ended at once and the result names it.
     """
 
     command: list[str]
@@ -69,6 +71,11 @@ class SandboxRequest:
     stderr_path: Path
     log_cap_bytes: int = 5 * 1024**2
     binds: tuple[Bind, ...] = ()
+    watched_cap: WatchedCap | None = None
+
+    def cap_broken(self) -> bool:
+        """Whether the watched cap broke (polled by the backends' deadline loops)."""
+        return self.watched_cap is not None and self.watched_cap.broken() is not None
 
 
 @dataclass
@@ -131,7 +138,11 @@ class Sandbox(ABC):
             workspace.abandon()
             raise
         disk_hit = workspace.close(failed=ended.failed)
-        limit, notes = classify(ended, disk_hit=disk_hit)
+        watched = None
+        if request.watched_cap is not None:
+            note = request.watched_cap.broken()
+            watched = (request.watched_cap.limit, note) if note is not None else None
+        limit, notes = classify(ended, disk_hit=disk_hit, watched=watched)
         return SandboxResult(
             backend=self.name,
             exit_code=ended.exit_code,

@@ -397,7 +397,7 @@ class DockerSandbox(Sandbox):
             proc, pumps = self._start_attached(name, out_log, err_log)
             # Over the (polled) disk cap the writers are killed at once: no grace.
             workspace.watch(lambda: signal_members(procs, signal.SIGKILL, below_main=False))
-            pid_events = self._wait(proc, name, dog, workspace, procs, pids_events)
+            pid_events = self._wait(proc, name, dog, workspace, procs, pids_events, request)
             if dog.reason is not None or workspace.exceeded:
                 self._kill(name, "KILL", procs)  # pid 1 dies, and with it the pid namespace
             wall = time.monotonic() - start
@@ -480,11 +480,16 @@ class DockerSandbox(Sandbox):
         workspace: Workspace,
         procs: Path | None,
         pids_events: Path | None,
+        request: SandboxRequest,
     ) -> int:
         """Until the container ends or the watchdog says kill; the pids cap's refusals."""
         pid_events = 0
         while True:
-            step = dog.next(time.monotonic(), disk_exceeded=workspace.exceeded)
+            step = dog.next(
+                time.monotonic(),
+                disk_exceeded=workspace.exceeded,
+                cap_broken=request.cap_broken(),
+            )
             if step.action == "kill":
                 break
             if step.action == "terminate":

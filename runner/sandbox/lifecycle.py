@@ -27,31 +27,43 @@ class Step:
 
 
 class Watchdog:
-    """Deadline → SIGTERM → grace → SIGKILL; over the disk cap → SIGKILL at once.
+    """Deadline → SIGTERM → grace → SIGKILL; over the disk cap or a watched cap → SIGKILL at once.
 
     Call :meth:`next` whenever something happened or the last ``wait`` ran out. It returns
     "terminate" once (the deadline passed: signal every process), then "wait" steps until
     the grace period is over or everything has exited, then "kill". A disk overrun (the
-    fallback poll) goes straight to "kill": a writer over the cap gets no grace.
+    fallback poll) goes straight to "kill": a writer over the cap gets no grace; so does a
+    broken watched cap (the gateway's spend ceilings: the agent can do nothing more that
+    counts).
     """
 
     def __init__(self, start: float, wall_seconds: float, grace_seconds: float):
         self.deadline = start + wall_seconds
         self.grace = max(0.0, grace_seconds)
         self.kill_at: float | None = None
-        self.reason: Literal["timeout", "disk"] | None = None
+        self.reason: Literal["timeout", "disk", "watched"] | None = None
 
     @property
     def timed_out(self) -> bool:
         return self.reason == "timeout"
 
-    def next(self, now: float, *, disk_exceeded: bool = False, all_gone: bool = False) -> Step:
+    def next(
+        self,
+        now: float,
+        *,
+        disk_exceeded: bool = False,
+        cap_broken: bool = False,
+        all_gone: bool = False,
+    ) -> Step:
         if self.kill_at is None:
             if now >= self.deadline:
                 self.reason, self.kill_at = "timeout", now + self.grace
                 return Step("terminate")
             if disk_exceeded:
                 self.reason, self.kill_at = "disk", now
+                return Step("kill")
+            if cap_broken:
+                self.reason, self.kill_at = "watched", now
                 return Step("kill")
             return Step("wait", min(self.deadline - now, POLL_SLICE))
         if now >= self.kill_at or all_gone:
@@ -78,8 +90,14 @@ class Ended:
         return self.exit_code != 0 or self.timed_out
 
 
-def classify(ended: Ended, *, disk_hit: bool) -> tuple[Limit | None, list[str]]:
+def classify(
+    ended: Ended, *, disk_hit: bool, watched: tuple[Limit, str] | None = None
+) -> tuple[Limit | None, list[str]]:
     """Which cap ended the attempt (if any), and notes saying what each cap saw.
+
+    ``watched``: a cap kept outside the sandbox that broke during the attempt, and its note
+    (:class:`~runner.limits.WatchedCap`): broken whether the watchdog or the agent itself
+    ended the attempt after it, as breaking it means asking past it.
 
     A cap counts only for an attempt that did not end well: an agent that met its memory or
     pids cap and still finished did not break it. The disk cap is decided by the workspace
@@ -98,6 +116,8 @@ def classify(ended: Ended, *, disk_hit: bool) -> tuple[Limit | None, list[str]]:
         notes.append(f"pids cap hit {ended.pids_max_events} time(s) (fork refused)")
     if disk_hit:
         return "disk", notes
+    if watched is not None:
+        return watched[0], [*notes, watched[1]]
     if ended.exit_code == 128 + signal.SIGXFSZ:
         return "disk", [*notes, "a file grew past the disk cap (SIGXFSZ)"]
     if not ended.failed:

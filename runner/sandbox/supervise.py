@@ -59,6 +59,7 @@ def supervise(backend: str, request: SandboxRequest, launch: Launch, workspace: 
                 step = dog.next(
                     time.monotonic(),
                     disk_exceeded=workspace.exceeded,
+                    cap_broken=request.cap_broken(),
                     all_gone=dog.kill_at is not None and reaper.all_gone(),
                 )
                 if step.action == "kill":

@@ -152,6 +152,22 @@ class CliSpec(Frozen):
 GatewayProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages"]
 
 
+class SpendSpec(Frozen):
+    """Per-attempt ceilings on what the agent's model calls may use (``runner.gateway.spend``).
+
+    Each left out defaults from the attempt's budget, per minute of it (for at least 5
+    minutes): 30 model calls, 1,000,000 tokens and, with ``prices``, $1.00. Past a ceiling the
+    gateway answers model calls with its protocol's quota error and the attempt ends as a
+    broken cap (``limit_exceeded: spend``, ``runtime_error``).
+    """
+
+    requests: int | None = Field(default=None, gt=0, description="model calls forwarded")
+    tokens: int | None = Field(default=None, gt=0, description="tokens in + out")
+    cost_usd: float | None = Field(
+        default=None, gt=0, description="dollars at gateway.prices (needs prices)"
+    )
+
+
 class GatewaySpec(Frozen):
     """A command agent's model provider, reached only through the harness's gateway.
 
@@ -176,10 +192,19 @@ class GatewaySpec(Frozen):
         "so a provider 429 within it is the provider's fault. Set it at or below the "
         "provider account's own limit",
     )
+    spend: SpendSpec = Field(
+        default=SpendSpec(),
+        description="per-attempt ceilings (requests, tokens, cost_usd); defaults from the budget",
+    )
 
     @model_validator(mode="after")
     def _http_url(self) -> GatewaySpec:
         _require_http_url("gateway.base_url", self.base_url)
+        if self.spend.cost_usd is not None and self.prices is None:
+            raise ValueError(
+                "gateway.spend.cost_usd needs gateway.prices (input_per_mtok, output_per_mtok) "
+                "to turn tokens into dollars; give prices or drop cost_usd"
+            )
         return self
 
 
