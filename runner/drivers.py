@@ -31,6 +31,7 @@ from runner.egress import socket_path as egress_socket
 from runner.errors import HarnessError, TmlbenchError
 from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
 from runner.gateway.spend import default_ceilings
+from runner.gateway.transcript import MAX_TRANSCRIPT_BYTES
 from runner.limits import WatchedCap
 from runner.llm.session import LlmSession
 from runner.provider_faults import review as review_faults
@@ -138,6 +139,8 @@ class ProgramDriver:
 class CommandDriver(ProgramDriver):
     """An external agent CLI: provider through the gateway, other hosts through the proxy."""
 
+    transcript_bytes = MAX_TRANSCRIPT_BYTES  # the transcript's host budget per attempt
+
     def __init__(
         self,
         agent: AgentSpec,
@@ -173,6 +176,7 @@ class CommandDriver(ProgramDriver):
                 request_timeout=agent.gateway.request_timeout_seconds,
                 requests_per_minute=agent.gateway.requests_per_minute,
                 spend=ceilings,
+                max_transcript_bytes=self.transcript_bytes,
             )
             self.watched_cap = self.gateway.spend  # the sandbox ends the attempt past it
         self.binds = egress_binds(self.control)

@@ -335,7 +335,8 @@ class ProviderGateway(SocketServer):
             with self._parsing(body) as parse:
                 if parse:
                     body, parsed = prepare_body(kind, body)
-                    summary = capped_request(kind, parsed)
+                    if not self._transcript.full:
+                        summary = capped_request(kind, parsed)
                     del parsed
         return body, summary
 

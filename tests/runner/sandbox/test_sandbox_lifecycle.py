@@ -53,6 +53,13 @@ def test_the_deadline_wins_over_a_disk_overrun_seen_at_the_same_time():
     assert dog.next(2.0).action == "kill"  # zero grace
 
 
+def test_a_broken_watched_cap_is_killed_at_once_without_grace():
+    dog = Watchdog(start=0.0, wall_seconds=60, grace_seconds=5)
+    assert dog.next(1.0).action == "wait"
+    assert dog.next(2.0, cap_broken=True).action == "kill"
+    assert dog.reason == "watched" and not dog.timed_out
+
+
 def test_negative_grace_is_no_grace():
     dog = Watchdog(start=0.0, wall_seconds=1, grace_seconds=-3)
     dog.next(1.0)
@@ -106,3 +113,14 @@ def test_the_workspace_decides_disk_and_sigxfsz_is_disk_too():
 def test_an_unknown_exit_code_is_not_a_cap():
     assert classify(ended(exit_code=None), disk_hit=False)[0] is None
     assert ended(exit_code=None).failed
+
+
+def test_a_broken_watched_cap_ended_the_attempt_however_it_exited():
+    """Asking past the gateway's spend ceilings breaks them, whether the watchdog killed the
+    agent or the agent exited on its own after the refusal (even cleanly); the disk cap, which
+    removed the workspace, still comes first."""
+    note = "spend cap: the agent's model calls reached gateway.spend.requests (3 model calls)"
+    for end in (ended(exit_code=KILLED), ended(exit_code=0), ended(exit_code=1, oom_kills=1)):
+        limit, notes = classify(end, disk_hit=False, watched=("spend", note))
+        assert limit == "spend" and notes[-1] == note
+    assert classify(ended(exit_code=KILLED), disk_hit=True, watched=("spend", note))[0] == "disk"
