@@ -172,13 +172,13 @@ class SpendMeter:
             if self._reached is None:
                 return None
             used = {
-                "requests": f"{self.forwarded:,} model calls forwarded",
-                "tokens": f"{self.tokens_in + self.tokens_out:,} tokens used",
-                "cost_usd": f"{self.tokens_in:,} tokens in and {self.tokens_out:,} out",
+                "requests": "",
+                "tokens": f"; {self.tokens_in + self.tokens_out:,} used",
+                "cost_usd": f"; {self.tokens_in:,} tokens in and {self.tokens_out:,} out used",
             }[self._reached]
             return (
                 f"spend cap: the agent's model calls reached gateway.spend.{self._reached} "
-                f"({self.ceilings.describe(self._reached)}; {used}); the gateway refused "
+                f"({self.ceilings.describe(self._reached)}{used}); the gateway refused "
                 f"{self.refused:,} further call(s) and the attempt was ended"
             )
 
