@@ -45,7 +45,7 @@ Spending is capped per attempt (``spend``, :mod:`.spend`: the agent spec's ``gat
 by default from the budget): a model call is forwarded only while the attempt's requests,
 tokens and cost (calls in flight counted as the largest call so far) are below their
 ceilings. Past them the gateway answers the call itself with its protocol's quota error
-(openai-chat 402, openai-responses 429 without Retry-After, both ``insufficient_quota``;
+(openai-chat 400 and openai-responses 429 without Retry-After, both ``insufficient_quota``;
 anthropic-messages 400 ``invalid_request_error``: what each protocol's CLIs give up on),
 counts it in ``spend_refused`` (the agent's, never a provider fault) and the sandbox ends the
 attempt (``limit_exceeded="spend"``, ``runtime_error``).

@@ -184,14 +184,17 @@ class SpendMeter:
 
 
 #: What each protocol's clients take for an exhausted quota and give up on, as read in the
-#: installed CLIs: Codex (Responses) stops at once on a 429 without Retry-After (an
-#: ``insufficient_quota`` code is OpenAI's own quota answer); the chat-completions CLIs
-#: (OpenCode and Kilo through the AI SDK, aider and mini-swe-agent through litellm) retry
-#: every 429, but not a 402 (the status OpenAI-compatible providers such as OpenRouter send
-#: for spent credits); Claude Code retries no 4xx but 401/408/409/429/451, and a 400
-#: ``invalid_request_error`` is what Anthropic sends for a reached spend limit.
+#: installed CLIs and measured (tests/agents/test_spend_refusals.py): Codex (Responses) stops at
+#: once on a 429 without Retry-After whose code is ``insufficient_quota`` (OpenAI's own quota
+#: answer; it says "Quota exceeded. Check your plan and billing details."). The chat-completions
+#: CLIs retry a 429 (OpenCode and Kilo through the AI SDK retry 408, 409, 429 and 5xx; litellm,
+#: under aider and mini-swe-agent, turns a 402 or 403 into a retried APIError), but not a 400,
+#: which is what OpenAI sent for a reached billing limit (``billing_hard_limit_reached``);
+#: only mini-swe-agent retries it, a bounded 10 times with backoff. Claude Code retries no 4xx
+#: but 401, 408, 409, 429 and 451, and a 400 ``invalid_request_error`` is what Anthropic sends
+#: for a reached spend limit.
 _STATUS: dict[Protocol, tuple[int, str]] = {
-    "openai-chat": (402, "Payment Required"),
+    "openai-chat": (400, "Bad Request"),
     "openai-responses": (429, "Too Many Requests"),
     "anthropic-messages": (400, "Bad Request"),
 }

@@ -18,7 +18,10 @@ from urllib.parse import urlsplit
 
 shutil.copyfile("sample_submission.csv", "submission.csv")
 base = urlsplit(os.environ["PROVIDER_BASE_URL"])
-headers = {"Authorization": f"Bearer {os.environ['PROVIDER_KEY']}", "Content-Type": "application/json"}
+headers = {
+    "Authorization": f"Bearer {os.environ['PROVIDER_KEY']}",
+    "Content-Type": "application/json",
+}
 body = json.dumps({"model": sys.argv[1], "messages": [{"role": "user", "content": "more"}]})
 seen: collections.Counter = collections.Counter()
 

@@ -52,7 +52,7 @@ PATHS = {
     ANTHROPIC_MESSAGES: "/v1/messages",
 }
 #: The status each protocol's quota error has: what its CLIs give up on (see runner.gateway.spend).
-QUOTA_STATUS = {OPENAI_CHAT: 402, OPENAI_RESPONSES: 429, ANTHROPIC_MESSAGES: 400}
+QUOTA_STATUS = {OPENAI_CHAT: 400, OPENAI_RESPONSES: 429, ANTHROPIC_MESSAGES: 400}
 #: OpenCode 1.18.33's and Kilo 7.7.7's test for a retryable error, as read in their bundles: a
 #: message or body matching any of these is retried whatever its status.
 OPENCODE_RETRYABLE = [
@@ -347,10 +347,10 @@ def test_a_provider_fault_before_the_ceiling_leaves_the_refusal_the_agents(tmp_p
     the attempt into a provider_error."""
     script = [reply("a", usage=(1, 1)), error(503, "down")]
     spend = SpendCeilings(requests=2, tokens=10**6)
-    with behind_gateway(tmp_path, script, OPENAI_CHAT, spend=spend) as (gateway, provider):
+    with behind_gateway(tmp_path, script, OPENAI_CHAT, spend=spend) as (gateway, _):
         statuses = [post(gateway.socket_path, OPENAI_CHAT)[0] for _ in range(3)]
         stats = gateway.stats()
-    assert statuses == [200, 503, 402]
+    assert statuses == [200, 503, 400]
     assert (stats.provider_faults, stats.unrecovered_faults, stats.spend_refused) == (1, 0, 1)
 
 
@@ -372,7 +372,7 @@ def test_calls_in_flight_at_once_never_pass_the_request_ceiling(tmp_path: Path) 
             t.join()
         forwarded = len(provider.requests)
     assert forwarded == 4
-    assert sorted(statuses) == [200] * 4 + [402] * 8
+    assert sorted(statuses) == [200] * 4 + [400] * 8
 
 
 # --- the transcript's host budget -------------------------------------------------------------
