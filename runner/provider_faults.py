@@ -17,8 +17,9 @@ generation endpoint) into a :class:`CallOutcome`, in these words, and count it i
   ``failed_tokens_in/out``;
 - ``cut``: the client (the agent) or the end of the attempt (the budget) broke it off:
   interrupted, and the agent's, never a fault;
-- ``refused``: any other answer (a 4xx but 429: the request's own fault), or the gateway's own
-  429 for an agent over its spec's request rate: the agent's.
+- ``refused``: any other answer (a 4xx but 429: the request's own fault), the gateway's own
+  429 for an agent over its spec's request rate, or its own quota error for an attempt past
+  its spend ceilings (a 429 or a 400, whichever its protocol's CLIs give up on): the agent's.
 
 Faults are *unrecovered* when the last call started ended in one: the trailing run of faults,
 in the order the calls started. A step, a cut or a refusal after a fault means the attempt

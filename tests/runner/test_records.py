@@ -73,7 +73,7 @@ def test_a_part_refuses_a_field_it_does_not_declare():
 
 def test_limit_exceeded_is_one_of_the_caps_the_sandbox_enforces():
     assert lifecycle.Limit is limits.Limit  # one declaration for the sandbox and the record
-    for cap in ("memory", "pids", "disk"):
+    for cap in ("memory", "pids", "disk", "spend"):
         assert SandboxReport(limit_exceeded=cap).limit_exceeded == cap
     with pytest.raises(ValidationError, match="limit_exceeded"):
         make_record(status="runtime_error", limit_exceeded="cpu")
