@@ -35,7 +35,7 @@ from runner.gateway.provider import ProviderConnection, ProviderOrigin, forwarde
 from runner.gateway.replies import Reply
 from runner.gateway.reply_relay import ReplyRelay
 from runner.gateway.request_rate import RequestRate
-from runner.gateway.spend import Ceiling, SpendCeilings, SpendMeter, refusal
+from runner.gateway.spend import Ceiling, SpendCeilings, SpendMeter, refusal_response
 from runner.gateway.stats import GatewayStats, StatsTally, redact_masked
 from runner.gateway.transcript import MAX_TRANSCRIPT_BYTES, Transcript, capped_request
 from runner.socket_server import SocketServer
@@ -294,16 +294,10 @@ class ProviderGateway(SocketServer):
         clients give up on (:func:`.spend.refusal`), never forwarded; whether the connection
         goes on. The sandbox ends the attempt on it (``limit_exceeded="spend"``)."""
         self._tally.spend_refused(call)
-        status, phrase, body = refusal(kind, ceiling)
-        head = (
-            f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n"
-            f"Connection: {'keep-alive' if request.keep_alive else 'close'}\r\n\r\n"
-        )
         self._transcript.write("spend_refused", path=request.path[:500], ceiling=ceiling, call=call)
         try:
             client.sock.settimeout(WRITE_TIMEOUT)
-            client.sock.sendall(head.encode() + body)
+            client.sock.sendall(refusal_response(kind, ceiling, request.keep_alive))
         except OSError:
             return False
         return request.keep_alive

@@ -224,3 +224,15 @@ def refusal(kind: Protocol, ceiling: Ceiling) -> tuple[int, str, bytes]:
         }
     status, phrase = _STATUS[kind]
     return status, phrase, json.dumps(body).encode()
+
+
+def refusal_response(kind: Protocol, ceiling: Ceiling, keep_alive: bool) -> bytes:
+    """:func:`refusal` as the HTTP/1.1 response the gateway sends (no Retry-After: no wait
+    makes it pass)."""
+    status, phrase, body = refusal(kind, ceiling)
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}"
+        "\r\n\r\n"
+    )
+    return head.encode() + body
