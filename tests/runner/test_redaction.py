@@ -87,7 +87,7 @@ def test_host_text_gets_a_visible_mark_and_no_key_means_no_change():
 
 _KEY_CHARS = st.characters(codec="ascii", categories=("L", "N"), include_characters="-_./+=:")
 _FILLER = st.lists(
-    st.sampled_from(list('ab sk-\\u00%2F*=+/"{}\n') + ["\\u0073", "%73", "\\/", "sk-"]),
+    st.sampled_from([*'ab sk-\\u00%2F*=+/"{}\n', "\\u0073", "%73", "\\/", "sk-"]),
     max_size=30,
 ).map("".join)
 
