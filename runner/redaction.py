@@ -11,9 +11,10 @@ Content-Length stays right):
 - the key itself;
 - the key as a reflected request would carry it in a JSON string or a URL: any of its
   characters written literally, as a JSON escape (``\\uXXXX``, hex digits in either case, a
-  surrogate pair beyond the BMP, ``\\/`` and the other short escapes), percent-encoded
-  (``%XX`` of each UTF-8 byte, either case; ``+`` for a space), mixed freely character by
-  character;
+  surrogate pair beyond the BMP, ``\\/`` and the other short escapes; the escape's backslash
+  doubled for a JSON string inside a JSON string, up to four backslashes), percent-encoded
+  once or twice (``%XX``, ``%25XX`` of each UTF-8 byte, either case; ``+`` for a space),
+  mixed freely character by character;
 - the key inside base64 (standard and URL-safe alphabets), at each of the three alignments a
   byte string can have in a base64 run: so ``base64(key)``, ``base64("Bearer " + key)`` and
   Basic credentials ``base64(user + ":" + key)`` for any user are all found. At an alignment
@@ -56,6 +57,7 @@ _SHORT_ESCAPES = {
     "\r": "r",
     "\t": "t",
 }
+_MAX_BACKSLASHES = 4  # an escape in a JSON string nested in JSON strings: \\u 3 levels deep
 _MIN_BASE64_CORE = 8  # shorter fixed runs (keys of a few bytes) are left to the literal forms
 
 Atom = bytes  # a regex matching exactly one byte
@@ -77,7 +79,8 @@ def _spellings(char: str) -> list[list[Atom]]:
     """The ways ``char`` may be written in a JSON string or a URL, each a list of atoms."""
     raw = char.encode("utf-8", "surrogatepass")
     spellings = [[_byte(b) for b in raw]]
-    spellings.append([atom for b in raw for atom in (re.escape(b"%"), *_hex(b, 2))])
+    for percent in (b"%", b"%25"):  # percent-encoded once or twice
+        spellings.append([a for b in raw for a in (*map(_byte, percent), *_hex(b, 2))])
     if char == " ":
         spellings.append([re.escape(b"+")])
     point = ord(char)
@@ -86,9 +89,14 @@ def _spellings(char: str) -> list[list[Atom]]:
         if point < 0x10000
         else [0xD800 + ((point - 0x10000) >> 10), 0xDC00 + ((point - 0x10000) & 0x3FF)]
     )
-    spellings.append([a for unit in units for a in (re.escape(b"\\"), b"u", *_hex(unit, 4))])
+    # After a backslash: the \\u escape (one per UTF-16 unit), or a short one.
+    escapes = [[[b"u", *_hex(unit, 4)] for unit in units]]
     if char in _SHORT_ESCAPES:
-        spellings.append([re.escape(b"\\"), re.escape(_SHORT_ESCAPES[char].encode())])
+        escapes.append([[re.escape(_SHORT_ESCAPES[char].encode())]])
+    # A JSON string inside a JSON string doubles an escape's backslash at each level.
+    for run in range(1, _MAX_BACKSLASHES + 1):
+        for units_tails in escapes:
+            spellings.append([a for tail in units_tails for a in (*[_byte(92)] * run, *tail)])
     return spellings
 
 

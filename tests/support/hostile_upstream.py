@@ -144,6 +144,17 @@ class HostileUpstream:
             conn.sendall(b"0\r\n\r\n")
 
 
+def split_everywhere(head: bytes, segment: bytes, tail: bytes) -> tuple[bytes, list[bytes]]:
+    """``head + segment * len(segment) + tail`` and its pieces: the j-th copy of ``segment``
+    is cut at its offset j, so that some read ends at every offset of it."""
+    pieces, rest = [], head
+    for j in range(len(segment)):
+        pieces.append(rest + segment[:j])
+        rest = segment[j:]
+    pieces.append(rest + tail)
+    return b"".join(pieces), pieces
+
+
 # -- the key's reflected forms ------------------------------------------------------------
 
 
@@ -199,8 +210,10 @@ def reflections(key: str) -> list[Reflection]:
         Reflection("literal", key, key),
         Reflection("json-escaped", key, _json_escaped(key, 1)),
         Reflection("json-some-escaped", key, _json_escaped(key, 3)),
+        Reflection("json-escaped-in-json", key, _json_escaped(key, 2).replace("\\", "\\\\")),
         Reflection("percent-encoded", key, _percent(key, 1)),
         Reflection("percent-some-encoded", key, _percent(key, 2)),
+        Reflection("percent-encoded-twice", key, _percent(key, 1).replace("%", "%25")),
     ]
     for prefix in (b"", b"Bearer ", b"user:", b"ab:"):  # alignments 0, 1, 2, 0
         for urlsafe in (False, True):

@@ -27,6 +27,7 @@ from tests.support.hostile_upstream import (
     Reflection,
     Scripted,
     reflections,
+    split_everywhere,
 )
 
 KEY = "sk-hostile/KEY_0123-abc"
@@ -87,17 +88,6 @@ def hostile(
     for form in reflections(KEY):
         assert form.text not in transcript, form.name
     assert upstream.received and all(r.key == KEY for r in upstream.received)
-
-
-def split_everywhere(head: bytes, segment: bytes, tail: bytes) -> tuple[bytes, list[bytes]]:
-    """``head + segment * len(segment) + tail`` and its pieces: the j-th copy of ``segment``
-    is cut at its offset j, so that some read ends at every offset of it."""
-    pieces, rest = [], head
-    for j in range(len(segment)):
-        pieces.append(rest + segment[:j])
-        rest = segment[j:]
-    pieces.append(rest + tail)
-    return b"".join(pieces), pieces
 
 
 def segment_of(wrap: Callable[[str], str]) -> tuple[bytes, list[tuple[int, int, Reflection]]]:
