@@ -20,9 +20,9 @@ Content-Length stays right):
   Basic credentials ``base64(user + ":" + key)`` for any user are all found. At an alignment
   the base64 characters that depend on the key's bytes alone are fixed, and those are what is
   found (so the one or two characters at each end, which mix in neighbouring bytes, are not
-  replaced: together they carry less than 12 bits of the key). These characters may
-  themselves be JSON-escaped or percent-encoded as above (a base64 value in a JSON body
-  with ``\\/``, in a URL with ``%2F``).
+  replaced: together they carry less than 12 bits of the key). Its ``+ / = - _`` may be
+  JSON-escaped or percent-encoded as above (a base64 value in a JSON body with ``\\/``, in a
+  URL with ``%2F``); its letters and digits, which no encoder escapes, stand as they are.
 
 Why nothing more is claimed: these are the forms in which a provider or a proxy *reflects*
 what the gateway sent it (an echoed request, an ``Authorization`` header in a debug reply, an
@@ -142,7 +142,13 @@ class SecretForms:
         raw = (secret or "").encode("utf-8", "surrogatepass")
         texts = [secret, *_base64_cores(raw)] if secret else []
         self._literals = [raw, *(t.encode() for t in texts[1:])] if secret else []
-        forms = [[_spellings(c) for c in text] for text in texts]
+        # The key's characters in every spelling; base64's letters and digits only as they
+        # are (no encoder escapes them), its + / = and - _ in every spelling.
+        forms = [[_spellings(c) for c in texts[0]]] if secret else []
+        forms += [
+            [_spellings(c) if not c.isalnum() else [[_byte(ord(c))]] for c in core]
+            for core in texts[1:]
+        ]
         if b"\\" in raw or b"%" in raw:  # the key's own bytes, which read as escapes
             forms.append([[[_byte(b)]] for b in raw])
         # Where an escaped spelling starts: any character may be \uXXXX or %XX; the other
