@@ -61,14 +61,14 @@ def relayed_headers(response: http.client.HTTPResponse, forms: SecretForms) -> l
 
 
 def unreadable_encoding(response: http.client.HTTPResponse) -> str | None:
-    """Why the reply's bytes cannot be redacted as they pass, or None: the gateway asks
-    for ``identity``, and a compressed (or otherwise encoded) body would carry the key in a
-    form no redaction finds."""
+    """The header that makes the reply's bytes unreadable as they pass, or None: the gateway
+    asks for ``identity``, and a compressed (or otherwise encoded) body would carry the key in
+    a form no redaction finds. Only the header's name is said: its value is provider text."""
     for header, plain in (("Content-Encoding", {"identity"}), ("Transfer-Encoding", {"chunked"})):
         for value in response.headers.get_all(header) or []:
             codings = {c.strip().lower() for c in value.split(",")} - {""}
             if codings - plain:
-                return f"{header}: {value.strip()[:50]!r}"
+                return header
     return None
 
 
@@ -213,9 +213,9 @@ class ReplyRelay:
 
     def _refuse_encoding(self, encoding: str) -> None:
         """Answer a reply the gateway cannot redact with its own 502: a provider fault."""
-        message = self._forms.redact_text(
-            f"the provider sent its reply with {encoding}, though the gateway asked for "
-            "identity; an encoded reply cannot be checked for the key, so it is not relayed"
+        message = (
+            f"the provider sent its reply with a {encoding} other than identity, which the "
+            "gateway asked for; an encoded reply cannot be checked for the key: not relayed"
         )
         self.status = 502
         self._parser = self._error_body = None

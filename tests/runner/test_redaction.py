@@ -74,6 +74,18 @@ def test_a_stream_keeps_back_nothing_that_cannot_grow_into_a_form():
     assert stream.finish() == b"\\u00"
 
 
+def test_a_form_whose_first_escape_is_far_from_an_earlier_one_is_found():
+    # The regex runs only near escapes: a form starting in plain characters whose first
+    # escape lies just past the reach of an earlier escape must still be within a span.
+    forms = secret_forms(KEY)
+    spelled = (KEY[:6] + "".join(f"\\u{ord(c):04x}" for c in KEY[6:])).encode()
+    for gap in range(forms.longest - 16, forms.longest + 4):
+        data = b"\\u0041" + b"x" * gap + spelled + b" \\u0042"
+        out = forms.redact(data)
+        assert out[6 + gap : 6 + gap + len(spelled)] == b"*" * len(spelled), gap
+        assert out[:6] == data[:6] and out[-7:] == data[-7:]
+
+
 def test_host_text_gets_a_visible_mark_and_no_key_means_no_change():
     forms = secret_forms(KEY)
     text = json.dumps({"error": f"bad key {KEY}, header Bearer {KEY}"})
