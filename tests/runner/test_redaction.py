@@ -99,13 +99,16 @@ def test_host_text_gets_a_visible_mark_and_no_key_means_no_change():
 
 _KEY_CHARS = st.characters(codec="ascii", categories=("L", "N"), include_characters="-_./+=:")
 _FILLER = st.lists(
-    st.sampled_from([*'ab sk-\\u00%2F*=+/"{}\n', "\\u0073", "%73", "\\/", "sk-"]),
+    st.sampled_from(
+        [*'ab sk-\\u00%2F*=+/"{}\n', "\\u0073", "%73", "\\/", "sk-", "x" * 97, "x" * 331]
+    ),
     max_size=30,
 ).map("".join)
 
 
 # 150 generated cases: a key (letters, digits, the punctuation keys and base64 hold), one
-# reflection of it between hostile fillers (escapes, percent signs, stars, key-like starts),
+# reflection of it between hostile fillers (escapes, percent signs, stars, key-like starts,
+# long plain runs),
 # cut into reads at any offsets.
 @settings(max_examples=150, deadline=None)
 @given(
