@@ -149,8 +149,6 @@ class SecretForms:
             [_spellings(c) if not c.isalnum() else [[_byte(ord(c))]] for c in core]
             for core in texts[1:]
         ]
-        if b"\\" in raw or b"%" in raw:  # the key's own bytes, which read as escapes
-            forms.append([[[_byte(b)]] for b in raw])
         # Where an escaped spelling starts: any character may be \uXXXX or %XX; the other
         # escapes only for the characters the forms hold.
         chars = set("".join(texts))
