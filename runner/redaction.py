@@ -24,6 +24,8 @@ Content-Length stays right):
   JSON-escaped or percent-encoded as above (a base64 value in a JSON body with ``\\/``, in a
   URL with ``%2F``); its letters and digits, which no encoder escapes, stand as they are.
 
+A key shorter than :data:`MIN_SECRET_CHARS` is not looked for (a local server's placeholder).
+
 Why nothing more is claimed: these are the forms in which a provider or a proxy *reflects*
 what the gateway sent it (an echoed request, an ``Authorization`` header in a debug reply, an
 error quoting the credentials). A provider that means to hand the key on holds it and can
@@ -47,6 +49,9 @@ import re
 from collections.abc import Iterator
 
 STAR = b"*"
+# A shorter key is a local server's placeholder (``EMPTY``, ``none``): it guards nothing, and
+# looking for it would star ordinary words in every reply.
+MIN_SECRET_CHARS = 8
 _SHORT_ESCAPES = {
     '"': '"',
     "\\": "\\",
@@ -130,7 +135,8 @@ def _base64_cores(secret: bytes) -> list[str]:
 
 
 class SecretForms:
-    """The forms of one secret (see the module doc); ``secret`` None or empty: finds nothing.
+    """The forms of one secret (see the module doc); ``secret`` None, or shorter than
+    :data:`MIN_SECRET_CHARS`: finds nothing.
 
     Fast where it matters: the literal forms are replaced by ``bytes.replace``; the regex of
     all spellings runs only around the escapes that start a spelled character (``%``,
@@ -138,7 +144,8 @@ class SecretForms:
     """
 
     def __init__(self, secret: str | None):
-        self.secret = secret or None
+        self.secret = secret if secret and len(secret) >= MIN_SECRET_CHARS else None
+        secret = self.secret
         raw = (secret or "").encode("utf-8", "surrogatepass")
         texts = [secret, *_base64_cores(raw)] if secret else []
         self._literals = [raw, *(t.encode() for t in texts[1:])] if secret else []
