@@ -17,6 +17,9 @@ Workloads: a small call (2 messages, JSON reply), a stream (40 SSE events) and a
 call with a 400 KB conversation (the gateway parses every model call's JSON). Calls are
 interleaved across paths so drift hits all alike; added latency = median(path) - median(direct).
 
+The gateway holds a key of ``--key-length`` characters (default 164, as an OpenAI project
+key): the reply is redacted of its forms as it passes (runner/redaction.py), across reads.
+
 Target (issue 11): the gateway adds at most 5 ms per call (median).
 """
 
@@ -149,6 +152,7 @@ def call(conn: http.client.HTTPConnection, payload: bytes) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--calls", type=int, default=300, help="timed calls per path and workload")
+    ap.add_argument("--key-length", type=int, default=164, help="characters of the provider key")
     args = ap.parse_args()
     print(f"machine: {describe_machine()}")
     print(f"{args.calls} calls per cell; medians (p90 in brackets), ms\n")
@@ -163,7 +167,7 @@ def main() -> None:
             sock,
             protocol="openai-chat",
             base_url=f"http://127.0.0.1:{port}/v1",
-            api_key="sk-bench",
+            api_key=("sk-proj-" + "bench0123-_XYZ" * 20)[: args.key_length],
             transcript_path=Path(tmp) / "transcript.jsonl",
         )
         with gateway:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.records import Verdict
+from runner.redaction import secret_forms
 
 Outcome = Literal["step", "fault", "cut", "refused"]
 
@@ -206,8 +207,7 @@ class CallLedger:
                 return  # a later call ended otherwise: this one can no longer trail
             if outcome.evidence is not None:  # a fault
                 evidence = outcome.evidence
-                if self._api_key:
-                    evidence = evidence.replace(self._api_key, "[redacted]")
+                evidence = secret_forms(self._api_key).redact_text(evidence)
                 self._faults[call] = f"call {call}: {evidence}"
             else:
                 self._cleared = call

@@ -36,6 +36,20 @@ per client connection, each socket operation bounded by ``request_timeout``; the
 own HTTP(S)_PROXY is used for remote providers, never for loopback ones. An unreachable
 provider is answered ``502`` (``504`` on a timeout): a provider fault.
 
+What goes back (every byte from a provider is hostile too; :mod:`.reply_relay`): the status
+with its standard reason phrase, of the provider's headers only ``Content-Type``, retry
+advice (``Retry-After``, ``retry-after-ms``, ``x-should-retry``), rate limits
+(``x-ratelimit-*``, ``anthropic-ratelimit-*``), request ids (``request-id``,
+``x-request-id``) and Codex's ``openai-model``, ``x-reasoning-included``, ``x-models-etag``,
+then the body, framed by the gateway. Header values and body pass through one redactor of the
+key's forms (:mod:`runner.redaction`: literal, JSON-escaped, percent-encoded, base64 as in
+credentials), which holds back a tail that may be the start of a form until the next read, so
+that a key split across reads is found too; the transcript, the record's provider error and
+evidence and the log are redacted by the same forms. A reply in an encoding other than
+``identity`` (``Content-Encoding: gzip``, ``Transfer-Encoding: gzip, chunked``) would carry the
+key compressed: it is not relayed, but answered ``502`` (code ``provider_encoded_reply``), a
+provider fault.
+
 Model calls over the agent spec's ``gateway.requests_per_minute`` (any 60 s window) are not
 forwarded: the gateway answers them itself with ``429`` + ``Retry-After`` in the protocol's
 error shape and counts them in ``rate_limited``, so that a 429 the agent provokes stays the

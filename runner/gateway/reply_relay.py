@@ -20,47 +20,72 @@ from runner.gateway.client_connection import (
 from runner.gateway.model_requests import Protocol
 from runner.gateway.replies import Reply, error_of_bytes
 from runner.gateway.reply_parser import ReplyParser
+from runner.redaction import SecretForms
 
 MAX_ERROR_BODY = 64 * 1024  # error replies kept to find their code and message
-_RESPONSE_DROPPED = frozenset(
+# The provider's headers the client gets (every other one is dropped: a provider or proxy
+# that reflects the request's Authorization header must not hand the key on): what the
+# CLIs read of a reply (grepped from Claude Code, Codex, OpenCode, Kilo and the Python
+# SDKs): its type, retry and rate-limit advice, request ids, and Codex's model headers.
+RELAYED_HEADERS = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "set-cookie",
-        "set-cookie2",
+        "content-type",
+        "retry-after",
+        "retry-after-ms",
+        "x-should-retry",
+        "request-id",
+        "x-request-id",
+        "openai-model",
+        "x-reasoning-included",
+        "x-models-etag",
     }
 )
+RELAYED_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+#: The error code of the gateway's 502 for a reply in an encoding it cannot redact.
+ENCODED_REPLY = "provider_encoded_reply"
 
 # kind, status, seconds, reply, interrupted: the call that counts a forwarded request
 Account = Callable[[Protocol | None, int, float, Reply | None, str | None], None]
 
 
+def relayed_headers(response: http.client.HTTPResponse, forms: SecretForms) -> list[str]:
+    """The provider's header lines the client gets: the allowed ones, values redacted."""
+    lines = []
+    for name, value in response.getheaders():
+        lowered = name.lower()
+        if lowered in RELAYED_HEADERS or lowered.startswith(RELAYED_PREFIXES):
+            value = forms.redact(value.encode("latin-1", "replace")).decode("latin-1")
+            if TOKEN.fullmatch(name) and not BAD_VALUE.search(value):
+                lines.append(f"{name}: {value}")
+    return lines
+
+
+def unreadable_encoding(response: http.client.HTTPResponse) -> str | None:
+    """The header that makes the reply's bytes unreadable as they pass, or None: the gateway
+    asks for ``identity``, and a compressed (or otherwise encoded) body would carry the key in
+    a form no redaction finds. Only the header's name is said: its value is provider text."""
+    for header, plain in (("Content-Encoding", {"identity"}), ("Transfer-Encoding", {"chunked"})):
+        for value in response.headers.get_all(header) or []:
+            codings = {c.strip().lower() for c in value.split(",")} - {""}
+            if codings - plain:
+                return header
+    return None
+
+
 def response_head(
-    request: ClientRequest, response: http.client.HTTPResponse, no_body: bool
+    request: ClientRequest, response: http.client.HTTPResponse, no_body: bool, forms: SecretForms
 ) -> tuple[bytes, bool, bool]:
     """The head sent to the client, whether its body goes chunked, and whether to keep alive.
 
-    The provider's headers pass minus hop-by-hop ones, cookies and malformed ones; framing is
-    the gateway's own: Content-Length if the provider gave one, else chunked (HTTP/1.1) or
-    the end of the connection (HTTP/1.0).
+    The provider's allowed headers pass (:func:`relayed_headers`) under the status's own
+    reason phrase (the provider's could echo anything); framing is the gateway's own:
+    Content-Length if the provider gave one (redaction keeps the length), else chunked
+    (HTTP/1.1) or the end of the connection (HTTP/1.0).
     """
     status = response.status
     keep_alive = request.keep_alive
     chunked = False
-    lines = [f"HTTP/1.1 {status} {reason_phrase(status, response.reason)}"]
-    dropped = set(_RESPONSE_DROPPED)
-    for value in response.headers.get_all("Connection") or []:
-        dropped |= {t.strip().lower() for t in value.split(",")}
-    for name, value in response.getheaders():
-        if name.lower() not in dropped and TOKEN.fullmatch(name) and not BAD_VALUE.search(value):
-            lines.append(f"{name}: {value}")
+    lines = [f"HTTP/1.1 {status} {reason_phrase(status, '')}", *relayed_headers(response, forms)]
     length = response.length if not response.chunked else None
     if no_body:
         pass
@@ -91,7 +116,7 @@ class ReplyRelay:
         response: http.client.HTTPResponse,
         kind: Protocol | None,
         *,
-        secret: bytes | None,
+        forms: SecretForms,
         started: float,
         account: Account,
         stopping: Callable[[], bool],
@@ -99,11 +124,13 @@ class ReplyRelay:
         self._sock = sock
         self._response = response
         self._kind = kind
-        self._secret = secret
+        self._forms = forms
+        self._redactor = forms.stream()  # every body byte toward the client passes it
         self._started = started
         self._account_with = account
         self._stopping = stopping
         self.status = response.status
+        self.encoding = unreadable_encoding(response)
         content_type = (response.getheader("Content-Type") or "").lower()
         self.event_stream = "text/event-stream" in content_type
         self._parser = (
@@ -113,7 +140,9 @@ class ReplyRelay:
         )
         self._error_body = bytearray() if self.status >= 400 else None
         self._no_body = request.method == "HEAD" or self.status in (204, 304) or self.status < 200
-        self._head, self._chunked, self.keep_alive = response_head(request, response, self._no_body)
+        self._head, self._chunked, self.keep_alive = response_head(
+            request, response, self._no_body, forms
+        )
         # The head goes out with the first body bytes (one write, so a Nagle-bound TCP hop
         # behind us sends one segment); an event stream's head goes out at once.
         self._pending = b""
@@ -125,6 +154,9 @@ class ReplyRelay:
 
     def run(self) -> None:
         self._sock.settimeout(WRITE_TIMEOUT)
+        if self.encoding is not None:
+            self._refuse_encoding(self.encoding)
+            return
         if self._no_body or self.event_stream:
             self._send(self._head)
         else:
@@ -158,10 +190,16 @@ class ReplyRelay:
             except (OSError, http.client.HTTPException, ValueError):
                 self.interrupted = "stopped" if self._stopping() else "upstream"
                 return
-            if not data:
-                return
-            if self._secret is not None:  # same length: Content-Length stays right
-                data = data.replace(self._secret, b"*" * len(self._secret))
+            # The held tail goes out only at the body's regular end (a body broken off may
+            # end in most of a key); redaction keeps the length: Content-Length stays right.
+            if not data or response.length == 0:
+                data = self._redactor.feed(data) + self._redactor.finish()
+                if not data:
+                    return
+            else:
+                data = self._redactor.feed(data)
+                if not data:
+                    continue
             if self._parser is not None:
                 self._parser.feed(data)
             error_body = self._error_body
@@ -173,13 +211,28 @@ class ReplyRelay:
             self._send(self._pending + framed)
             self._pending = b""
 
+    def _refuse_encoding(self, encoding: str) -> None:
+        """Answer a reply the gateway cannot redact with its own 502: a provider fault."""
+        message = (
+            f"the provider sent its reply with a {encoding} other than identity, which the "
+            "gateway asked for; an encoded reply cannot be checked for the key: not relayed"
+        )
+        self.status = 502
+        self._parser = self._error_body = None
+        self.keep_alive = False
+        self.reply = Reply(error=(ENCODED_REPLY, message))
+        self._accounted = True
+        self.seconds = time.monotonic() - self._started
+        self._account_with(self._kind, self.status, self.seconds, self.reply, None)
+        self._send(simple_response(502, f"tmlbench gateway: {message}", close=True))
+
     def _account(self) -> None:
         # Before the reply's last bytes go out: a client that has the whole reply finds it
         # counted in the stats already.
         self._accounted = True
         self.reply = self._parser.finish() if self._parser is not None else None
         if self._error_body is not None:
-            retry_after = self._response.getheader("Retry-After")
+            retry_after = self._forms.redact_text(self._response.getheader("Retry-After") or "")
             self.reply = Reply(error=error_of_bytes(bytes(self._error_body)))
             self.reply.retry_after = retry_after[:100] if retry_after else None
         self.seconds = time.monotonic() - self._started

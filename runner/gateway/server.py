@@ -38,6 +38,7 @@ from runner.gateway.request_rate import RequestRate
 from runner.gateway.spend import Ceiling, SpendCeilings, SpendMeter, refusal_response
 from runner.gateway.stats import GatewayStats, StatsTally, redact_masked
 from runner.gateway.transcript import MAX_TRANSCRIPT_BYTES, Transcript, capped_request
+from runner.redaction import secret_forms
 from runner.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
@@ -92,8 +93,8 @@ class ProviderGateway(SocketServer):
         self.base_url = base_url
         self._base_path = self._origin.base_path
         self._api_key = api_key or None
-        # Never passed on to the CLI, should the provider echo it in a reply.
-        self._secret = self._api_key.encode() if self._api_key else None
+        # Never passed on to the CLI nor written down, should the provider echo it.
+        self._forms = secret_forms(self._api_key)
         self.request_timeout = request_timeout
         self.connect_timeout = min(connect_timeout, request_timeout)
         self.max_body_bytes = max_body_bytes
@@ -103,7 +104,7 @@ class ProviderGateway(SocketServer):
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
         self.transcript_path = Path(transcript_path)
-        self._transcript = Transcript(self.transcript_path, self._api_key, max_transcript_bytes)
+        self._transcript = Transcript(self.transcript_path, self._forms, max_transcript_bytes)
         self._tally = StatsTally(self._api_key)
         # The agent spec's request rate (None: no limit): calls over it are refused here.
         self._rate = RequestRate(requests_per_minute) if requests_per_minute else None
@@ -222,7 +223,7 @@ class ProviderGateway(SocketServer):
             request,
             response,
             kind,
-            secret=self._secret,
+            forms=self._forms,
             started=started,
             account=lambda *counted: self._account(call, *counted),
             stopping=lambda: self._stopping,
@@ -353,7 +354,7 @@ class ProviderGateway(SocketServer):
             return False
         timed_out = isinstance(exc, TimeoutError)
         status = 504 if timed_out else 502
-        problem = redact_masked(f"{type(exc).__name__}: {exc}")[:500]
+        problem = redact_masked(self._forms.redact_text(f"{type(exc).__name__}: {exc}"))[:500]
         log.info("gateway: provider unreachable: %s", problem)
         code = TIMED_OUT if timed_out else UNREACHABLE
         reply = Reply(error=(code, f"cannot reach the provider: {problem}"))

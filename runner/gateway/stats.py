@@ -12,6 +12,7 @@ from runner.gateway.model_requests import Protocol
 from runner.gateway.replies import Reply
 from runner.llm.client import FATAL_CODES, RETRYABLE_STATUS
 from runner.provider_faults import CallCounts, CallLedger, Prices
+from runner.redaction import secret_forms
 
 QUOTA_HINTS = (  # quota failures of providers that send no FATAL_CODES code
     "exceeded your current quota",
@@ -158,8 +159,8 @@ class StatsTally:
         """The stats of one forwarded request; ``call``: its number if it is a model call."""
         error = reply.error if reply is not None else None
         fatal = fatal_error(kind, status, error)
-        if fatal is not None and self._api_key:
-            fatal = fatal.replace(self._api_key, "[redacted]")
+        if fatal is not None:
+            fatal = secret_forms(self._api_key).redact_text(fatal)
         outcome = None
         if call is not None and kind is not None:
             outcome = classify(kind, status, reply, interrupted)

@@ -15,6 +15,7 @@ from runner.gateway.client_connection import ClientRequest
 from runner.gateway.model_requests import Protocol, shrink, summarize_request
 from runner.gateway.replies import Reply, ShownReply
 from runner.gateway.stats import redact_masked
+from runner.redaction import SecretForms
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,9 @@ class Transcript:
     further memory or disk whatever the agent sends.
     """
 
-    def __init__(self, path: Path, secret: str | None, max_bytes: int):
+    def __init__(self, path: Path, forms: SecretForms, max_bytes: int):
         self.path = path
-        self.secret = secret
+        self.forms = forms
         self.max_bytes = max_bytes
         self.written = 0
         self.full = False
@@ -71,8 +72,7 @@ class Transcript:
             return
         entry = {"event": event, "t": round(time.monotonic() - self.started, 3), **data}
         line = json.dumps(entry, default=str) + "\n"
-        if self.secret:
-            line = line.replace(self.secret, "[redacted]")
+        line = self.forms.redact_text(line)  # the reply's text, joined across its events
         room = self.max_bytes - (0 if closing else min(CLOSING_BYTES, self.max_bytes // 2))
         with self._lock:
             if self._fh is None or (self.full and not closing):

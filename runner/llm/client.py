@@ -30,6 +30,7 @@ from runner.provider_faults import (
     error_status,
     provider_cut,
 )
+from runner.redaction import secret_forms
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 FATAL_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "invalid_api_key"})
@@ -107,6 +108,9 @@ class ChatClient:
         self.max_retries = max_retries
         self.stats = CallStats()
         self.calls = CallLedger(api_key)  # evidence never holds the key
+        # Nor does anything read from the provider: a reply reflecting the key would carry
+        # it into the conversation, the sandbox (tool calls), the transcript and the record.
+        self._forms = secret_forms(api_key)
         self._on_retry: RetryHook = on_retry or (lambda **_: None)
         host = urllib.parse.urlsplit(self.url).hostname or ""
         # A local server (vLLM, Ollama, a test stand-in) is never reached through a proxy.
@@ -176,13 +180,13 @@ class ChatClient:
                 raw = _read(response, call_deadline)
             except (OSError, http.client.HTTPException) as exc:
                 return self._no_reply(exc, deadline, sent=True, status=response.status)
-        return _completion(response.status, raw)
+        return _completion(response.status, self._forms.redact(raw))
 
     def _error_reply(
         self, exc: urllib.error.HTTPError, call_deadline: float, deadline: float
     ) -> Failure:
         try:
-            raw = _read(exc, call_deadline)
+            raw = self._forms.redact(_read(exc, call_deadline))
         except (OSError, http.client.HTTPException):
             raw = b""  # the status is what counts; its body only explains it
         error, usage = _error_and_usage(raw)
@@ -204,6 +208,7 @@ class ChatClient:
         reason = getattr(exc, "reason", None) or exc
         timed_out = isinstance(reason, TimeoutError)
         what = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+        what = self._forms.redact_text(what)  # http.client quotes a broken status line
         if timed_out and time.monotonic() >= deadline - 0.05:
             return Failure(status, what, CallOutcome("cut", interrupted=True), budget=True)
         if timed_out:

@@ -308,7 +308,38 @@ def test_evidence_never_holds_the_key(serve):
     for _ in range(2):
         with pytest.raises(CallFailed):
             c.complete(BODY, time.monotonic() + 30)
+    # The reply's body is redacted as it is read: its code is stars, no code to show.
     assert c.calls.unrecovered() == (
         2,
-        ("call 1: HTTP 429 with Retry-After: [redacted]", "call 2: HTTP 503 ([redacted])"),
+        ("call 1: HTTP 429 with Retry-After: [redacted]", "call 2: HTTP 503"),
     )
+
+
+def test_nothing_read_from_the_provider_holds_the_key(serve):
+    # A provider reflecting the key in its reply, an error or a broken status line: the
+    # conversation (and so the sandbox's tool calls, the transcript) and the messages that
+    # reach the record get its forms starred out (runner/redaction.py).
+    key = "sk-live-0123abcd/xyz"
+    reflected = dict(
+        COMPLETION,
+        choices=[
+            {
+                "message": {"role": "assistant", "content": f"{key} \\u0073k"},
+                "finish_reason": "stop",
+            }
+        ],
+    )
+    server = serve(
+        http(200, json.dumps(reflected).replace("sk-", "\\u0073k-").encode()),
+        http(401, json.dumps({"error": {"message": f"bad key {key}"}}).encode()),
+        f"HTTP/1.1 {key}\r\n\r\n".encode(),
+    )
+    c = ChatClient(server.base_url, key, request_timeout=30, max_retries=0)
+    content = c.complete(BODY, time.monotonic() + 30)["choices"][0]["message"]["content"]
+    assert key not in content and content.startswith("*" * len(key))
+    with pytest.raises(Exception) as refused:
+        c.complete(BODY, time.monotonic() + 30)
+    assert key not in str(refused.value) and "bad key" in str(refused.value)
+    with pytest.raises(CallFailed) as broken:
+        c.complete(BODY, time.monotonic() + 30)
+    assert key not in str(broken.value)
