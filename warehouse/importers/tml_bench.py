@@ -492,6 +492,8 @@ def _number(name: str, value: Any, kind: type[float] | type[int]) -> float | int
         return number if math.isfinite(number) or name == "score_raw" else None
     if not number.is_integer():
         raise ValueError(f"{name}: {label(repr(value))} is not a whole number")
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"{name}: {label(repr(value))} is too large for a whole number")
     return int(number)
 
 
