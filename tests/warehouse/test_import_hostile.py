@@ -36,7 +36,7 @@ from runner.terminal import printable
 from tests.support import tml_bench as tb
 from warehouse.db import apply_ddl
 from warehouse.importers.tml_bench import import_source, read_tml_bench
-from warehouse.importers.tml_bench_format import RUN_COLUMNS, Limits
+from warehouse.importers.tml_bench_format import RUN_COLUMNS, RUN_KEY_COLUMNS, Limits
 
 PT = "-08:00"
 RUNS = [
@@ -379,17 +379,19 @@ HOSTILE_TEXT = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from(list(ESCAPES)),
     max_size=40,
 )
-TIMESTAMPS = st.builds(
-    lambda year, month, day, offset: f"{year:04d}-{month:02d}-{day:02d}T12:00:00{offset}",
-    st.integers(1, 9999),
-    st.integers(1, 12),
-    st.integers(1, 28),
-    st.sampled_from(["", "Z", "+14:00", "-12:00", "+23:59", "-23:59:59", "+00:00"]),
-)
+OFFSETS = ["", "Z", "+14:00", "-12:00", "+23:59", "-23:59:59", "+00:00"]
+TIMESTAMPS = st.one_of(
+    st.sampled_from(  # the ends of the calendar, where an offset takes a date out of it
+        [f"{day}{offset}" for day in ("0001-01-01T00:00:00", "9999-12-31T23:59:59")
+         for offset in OFFSETS]),
+    st.builds(
+        lambda year, month, day, offset: f"{year:04d}-{month:02d}-{day:02d}T12:00:00{offset}",
+        st.integers(1, 9999), st.integers(1, 12), st.integers(1, 28), st.sampled_from(OFFSETS)),
+)  # fmt: skip
 SQL_VALUES = st.one_of(
+    TIMESTAMPS,
     st.none(),
     HOSTILE_TEXT,
-    TIMESTAMPS,
     st.integers(-(2**63), 2**63 - 1),
     st.floats(allow_nan=True, allow_infinity=True),
     st.binary(max_size=64),
@@ -400,6 +402,7 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE_TEXT, inner, max_size=3),
     max_leaves=12,
 )
+COLUMNS = st.sampled_from(RUN_KEY_COLUMNS) | st.sampled_from(RUN_COLUMNS)  # keys: half the time
 SMALL = Limits(max_rows=40, max_bytes=200_000, max_depth=3, max_entries=60, max_value_bytes=4096)
 
 
@@ -432,25 +435,36 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# 60 databases: values, schemas and bytes mutated
+def refused_or_named(path: Path) -> list[tuple[str, str]]:
+    """Import ``path``: a refusal or rejections must name it (the rejections, if any, returned)."""
+    try:
+        rejected = import_all(path)
+    except TmlbenchError as exc:
+        assert str(exc).startswith(str(path)), exc
+        return []
+    assert_named([m for _, m in rejected], path)
+    return rejected
+
+
+# 60 databases: values and schemas mutated
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     cells=st.lists(
-        st.tuples(st.integers(1, len(RUNS)), st.sampled_from(RUN_COLUMNS), SQL_VALUES), max_size=6
+        st.tuples(st.integers(1, len(RUNS)), COLUMNS, TIMESTAMPS | SQL_VALUES), max_size=6
     ),
+    created_at=TIMESTAMPS | SQL_VALUES,  # every run's, the field each must have right
     extra_columns=st.lists(HOSTILE_TEXT.filter(lambda s: s.strip()), max_size=3, unique=True),
-    extra_rows=st.integers(0, 60),
-    flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), max_size=4),
+    extra_rows=st.integers(0, 40),  # past SMALL.max_rows from 36 on (3 runs, 2 baselines)
 )
 def test_mutated_databases_import_or_are_refused_by_name(
     template: Path,
     tmp_path_factory: pytest.TempPathFactory,
     cells: list[tuple[int, str, Any]],
+    created_at: Any,
     extra_columns: list[str],
     extra_rows: int,
-    flips: list[tuple[int, int]],
 ) -> None:
     path = tmp_path_factory.mktemp("db") / "results.sqlite"
     path.write_bytes((template / "results.sqlite").read_bytes())
@@ -460,10 +474,12 @@ def test_mutated_databases_import_or_are_refused_by_name(
         with contextlib.suppress(sqlite3.Error):  # a name SQLite refuses: not this test's case
             con.execute(f'alter table runs add column "{quoted}"')
             con.execute(f'update runs set "{quoted}" = ?', (name,))
+    with contextlib.suppress(sqlite3.IntegrityError):  # NOT NULL: the original's own
+        con.execute("update runs set created_at = ?", (created_at,))
     for rowid, column, value in cells:
         with contextlib.suppress(sqlite3.IntegrityError):  # NOT NULL, UNIQUE: the original's
             con.execute(f'update runs set "{column}" = ? where rowid = ?', (value, rowid))
-    if extra_rows:  # past SMALL.max_rows from 38 on
+    if extra_rows:
         con.execute(
             "insert into runs (run_id, created_at, competition_id, status) with recursive "
             "n(i) as (select 1 union all select i + 1 from n where i < ?) "
@@ -472,17 +488,29 @@ def test_mutated_databases_import_or_are_refused_by_name(
         )
     con.commit()
     con.close()
-    data = bytearray(path.read_bytes())
-    for at, mask in flips:
-        data[at % len(data)] ^= mask
-    path.write_bytes(bytes(data))
     try:
         rejected = import_all(path)
     except TmlbenchError as exc:
         assert str(exc).startswith(str(path)), exc
+        assert len(RUNS) + 2 + extra_rows > SMALL.max_rows or "larger than" in str(exc), exc
         return
-    assert len(RUNS) + 2 + extra_rows <= SMALL.max_rows or flips  # 2 baselines
     assert_named([m for _, m in rejected], path)
+
+
+# 30 databases with bytes flipped anywhere (header, schema, pages)
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), min_size=1))
+def test_corrupted_databases_import_or_are_refused_by_name(
+    template: Path, tmp_path_factory: pytest.TempPathFactory, flips: list[tuple[int, int]]
+) -> None:
+    path = tmp_path_factory.mktemp("db") / "results.sqlite"
+    data = bytearray((template / "results.sqlite").read_bytes())
+    for at, mask in flips:
+        data[at % len(data)] ^= mask
+    path.write_bytes(bytes(data))
+    refused_or_named(path)
 
 
 # 60 result trees: documents mutated at any path, replaced by bytes, links and FIFOs
@@ -545,9 +573,4 @@ def test_mutated_result_trees_import_or_are_refused_by_name(
             path.mkdir()
         else:
             deep_folders(root / f"deep{n}", 10)
-    try:
-        rejected = import_all(root)
-    except TmlbenchError as exc:
-        assert str(exc).startswith(str(root)), exc
-        return
-    assert_named([m for _, m in rejected], root)
+    refused_or_named(root)
