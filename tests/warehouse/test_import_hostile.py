@@ -574,3 +574,27 @@ def test_mutated_result_trees_import_or_are_refused_by_name(
         else:
             deep_folders(root / f"deep{n}", 10)
     refused_or_named(root)
+
+
+def test_what_the_warehouse_commands_print_from_imported_text_is_escaped(
+    cli_processes: Any, tmp_path: Path
+) -> None:
+    """Imported ids reach ``tmlbench sql``'s table, and any text an error quotes reaches the
+    error line: both are shown as text, never acted on by the terminal or rich's markup."""
+    evil = tb.result(f"run{ESCAPES}[/]:smile:", "2026-02-01T10:00:00Z", score=0.5)
+    wh = ("--warehouse", str(tmp_path / "wh.duckdb"))
+    source = str(database(tmp_path, [evil]))
+    imported = run_cli(cli_processes, tmp_path, "import", "tml-bench", source, *wh)
+    table = run_cli(cli_processes, tmp_path, "sql", "select run_id from raw.runs", *wh)
+    error = run_cli(cli_processes, tmp_path, "sql", f"selec '{ESCAPES}[/]'", *wh)
+    assert [code for code, _ in (imported, table, error)] == [0, 0, 2], (imported, table, error)
+    assert "run\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31m\\u202e\\x9b[/]:smile:" in table[1]
+    assert error[1].startswith("error: SQL error") and "\\x1b[2J" in error[1], error
+    for _, output in (imported, table, error):
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", output), output
+
+
+def test_printable_escapes_what_a_terminal_would_act_on() -> None:
+    assert printable("plain é 中 [red]") == "plain é 中 [red]"
+    assert printable("a\x1b[2Jb\u202ec\x9b\x00\t\n") == "a\\x1b[2Jb\\u202ec\\x9b\\x00\\t\\n"
+    assert printable("two\nlines\x1b", keep_newlines=True) == "two\nlines\\x1b"
