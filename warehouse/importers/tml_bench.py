@@ -47,8 +47,10 @@ submission_sha256, normalized_submission_sha256 → submission_normalized_sha256
 task_spec_sha256, public_manifest_sha256; unknown columns → source_fields.
 
 A row is refused only when it means nothing: no run_id, no competition, a status the original
-never writes, a created_at that is not a timestamp (a run must be ordered), or a success with no
-finite score or with a metric whose direction runner.metrics does not know. The content hash
+never writes, a created_at that is not a timestamp (a run must be ordered; one with an offset no
+time zone has, or outside UTC's calendar, is none), a value that is not of its column's type
+(text that is not UTF-8, a whole number past 64 bits), or a success with no finite score or with
+a metric whose direction runner.metrics does not know. The content hash
 (``record_sha256``) covers the 31 columns of the original's ``runs`` table, normalized so a run
 hashes the same from the database and from its result.json: importing both is harmless, a
 changed run is a conflict, and what only result.json holds (notes) comes from the first import.
