@@ -34,7 +34,7 @@ from runner.errors import TmlbenchError
 from runner.sandbox.treewalk import remove_tree
 from runner.terminal import printable
 from tests.support import tml_bench as tb
-from warehouse.db import apply_ddl
+from warehouse.db import all_or_nothing, apply_ddl
 from warehouse.importers.tml_bench import import_source, read_tml_bench
 from warehouse.importers.tml_bench_format import RUN_COLUMNS, RUN_KEY_COLUMNS, Limits
 
@@ -598,3 +598,53 @@ def test_printable_escapes_what_a_terminal_would_act_on() -> None:
     assert printable("plain é 中 [red]") == "plain é 中 [red]"
     assert printable("a\x1b[2Jb\u202ec\x9b\x00\t\n") == "a\\x1b[2Jb\\u202ec\\x9b\\x00\\t\\n"
     assert printable("two\nlines\x1b", keep_newlines=True) == "two\nlines\\x1b"
+
+
+def test_a_database_read_past_its_deadline_is_refused(tmp_path: Path) -> None:
+    """SQLite is interrupted (its progress handler), whatever it was doing; here, at once."""
+    path = database(tmp_path)
+    with pytest.raises(TmlbenchError, match=r"reading took longer than 0 s: not imported"):
+        read_tml_bench(path, limits=Limits(max_seconds=0))
+    assert len(read_tml_bench(path).runs) == len(RUNS)
+
+
+def contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every raw table's rows, in a stable order."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        tables = con.execute(
+            "select table_name from duckdb_tables() where schema_name = 'raw' order by 1"
+        ).fetchall()
+        return {t: con.execute(f"select * from raw.{t} order by all").fetchall() for (t,) in tables}
+    finally:
+        con.close()
+
+
+def test_a_failed_import_leaves_no_new_warehouse_and_rolls_an_existing_one_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write phase failing part-way (its runs inserted, then the agents fail): a new
+    warehouse never appears, an existing one keeps its rows (the transaction rolls back)."""
+    from warehouse.importers import tml_bench
+
+    existing = tmp_path / "wh.duckdb"
+    with all_or_nothing(existing) as con:
+        import_source(con, read_tml_bench(tree(tmp_path, RUNS[:1])))
+    before = contents(existing)
+    read = read_tml_bench(database(tmp_path))
+
+    def cut(*_: object) -> None:
+        raise RuntimeError("cut")
+
+    monkeypatch.setattr(tml_bench, "_add_agents", cut)
+    new = tmp_path / "made" / "for" / "it.duckdb"
+    for path in (new, existing):
+        with pytest.raises(RuntimeError, match="cut"), all_or_nothing(path) as con:
+            import_source(con, read)
+    assert not (tmp_path / "made").exists()
+    # The same rows (not the same bytes: DuckDB rewrites its catalog when the DDL is re-applied)
+    assert contents(existing) == before and len(before["runs"]) == 1
+    monkeypatch.undo()
+    with all_or_nothing(new) as con:
+        report = import_source(con, read)
+    assert new.is_file() and report.runs.new == len(RUNS)

@@ -233,13 +233,15 @@ def read_database(path: Path, into: Source | None = None) -> Source:
         con.text_factory = _text
         con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
         deadline = time.monotonic() + limits.max_seconds
-        con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+        con.set_progress_handler(lambda: time.monotonic() > deadline, 100)  # VM steps
         try:
-            tables = _tables(con, path)
+            tables = _tables(con)
             if "runs" not in tables:
+                names = sorted(label(repr(name)) for name in tables)
+                more = f" and {len(names) - 10:,} more" if len(names) > 10 else ""
                 raise TmlbenchError(
                     f"{path}: not a TML-bench results database (it has no table 'runs'; "
-                    f"tables: {', '.join(sorted(map(repr, tables))) or 'none'})"
+                    f"tables: {', '.join(names[:10]) or 'none'}{more})"
                 )
             source.runs += _table_rows(con, path, "runs", RUN_COLUMNS, RUN_KEY_COLUMNS, source)
             if "baselines" in tables:
@@ -276,7 +278,7 @@ def _database_problem(path: Path, exc: Exception, limits: Limits) -> str:
     return f"{path}: not a readable SQLite database: {exc}"
 
 
-def _tables(con: sqlite3.Connection, path: Path) -> set[str]:
+def _tables(con: sqlite3.Connection) -> set[str]:
     # Tables only: a view (which may loop or multiply rows) is never read.
     rows = con.execute("select name from sqlite_master where type = 'table'").fetchall()
     return {name for (name,) in rows if isinstance(name, str)}
