@@ -51,7 +51,7 @@ class Limits:
     values), and how far a folder walk goes (``max_depth`` folders below the one named)."""
 
     # The original's own benchmark is a few thousand runs (~800 bytes each in its database);
-    # 50,000 rows take ~650 MB to import, and 64 MiB of hostile values stay within 1 GiB.
+    # 50,000 rows take 0.9 GB and 9 s to import; 64 MiB of hostile values stay within 1 GiB.
     max_rows: int = 50_000
     max_bytes: int = 64 << 20
     max_depth: int = 16  # runs/<suite>/<run_id>/ is 2 deep
