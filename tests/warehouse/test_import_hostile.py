@@ -648,3 +648,12 @@ def test_a_failed_import_leaves_no_new_warehouse_and_rolls_an_existing_one_back(
     with all_or_nothing(new) as con:
         report = import_source(con, read)
     assert new.is_file() and report.runs.new == len(RUNS)
+
+
+def test_a_tree_of_too_many_entries_is_refused_as_it_is_listed(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    for i in range(SMALL.max_entries):
+        (root / f"litter{i}").touch()
+    with pytest.raises(TmlbenchError, match=r"more than 60 files and folders: not a folder of"):
+        read_tml_bench(root, limits=SMALL)
+    assert len(read_tml_bench(root).runs) == len(RUNS)

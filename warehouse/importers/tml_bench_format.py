@@ -389,13 +389,18 @@ def _result_files(folder: Path, source: Source) -> Iterator[tuple[Path, os.stat_
     entries = 0
     while pending:
         current, depth = pending.popleft()
+        listed: list[os.DirEntry[str]] = []
         try:
             with os.scandir(current) as it:
-                listed = sorted(it, key=lambda e: e.name)
+                for entry in it:  # counted as listed: a folder of millions is never held
+                    listed.append(entry)
+                    entries += 1
+                    if entries > limits.max_entries:
+                        break
         except OSError as exc:
             source.rejected.append((current, f"{current}: cannot list: {exc.strerror or exc}"))
             continue
-        entries += len(listed)
+        listed.sort(key=lambda e: e.name)
         if entries > limits.max_entries:
             raise TmlbenchError(
                 f"{root}: more than {limits.max_entries:,} files and folders: not a folder of "
