@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.text import Text
 
 from runner import __version__
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from runner.terminal import console, err_console
+from runner.terminal import console, err_console, printable
 
 if TYPE_CHECKING:
     from runner.agent_check import CheckStep
@@ -476,7 +477,11 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except TmlbenchError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        # The message may quote a file, a database or a sandbox: shown as text, never acted on.
+        message = Text.assemble(
+            ("error:", "bold red"), " ", printable(str(exc), keep_newlines=True)
+        )
+        console.print(message, highlight=False)
         sys.exit(2)
 
 

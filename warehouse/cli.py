@@ -19,8 +19,8 @@ from rich.text import Text
 
 from runner.config import Paths
 from runner.errors import TmlbenchError
-from runner.terminal import console
-from warehouse.db import WAREHOUSE_ENV, connect, one_row, warehouse_path
+from runner.terminal import console, printable
+from warehouse.db import WAREHOUSE_ENV, all_or_nothing, connect, one_row, warehouse_path
 
 if TYPE_CHECKING:
     from warehouse.loader import LoadReport, SpecReport
@@ -37,14 +37,25 @@ def _resolve(warehouse_file: Path | None) -> Path:
     return warehouse_file.expanduser().resolve() if warehouse_file else warehouse_path()
 
 
-def _print_report(report: LoadReport, what: str) -> None:
+def say(*parts: str | tuple[str, str]) -> None:
+    """Print one line: plain parts escaped by ``printable`` (they may come from a file, a
+    database or a path: no markup, emoji code or control character in them is acted on),
+    (text, style) parts are the command's own labels."""
     console.print(
-        f"{what}: [green]{report.new:,} new[/], {report.unchanged:,} unchanged, "
-        f"[{'red' if report.rejected else 'green'}]{len(report.rejected):,} rejected[/]"
+        Text.assemble(*(p if isinstance(p, tuple) else printable(p) for p in parts)),
+        highlight=False,
+    )
+
+
+def _print_report(report: LoadReport, what: str) -> None:
+    say(
+        f"{what}: ",
+        (f"{report.new:,} new", "green"),
+        f", {report.unchanged:,} unchanged, ",
+        (f"{len(report.rejected):,} rejected", "red" if report.rejected else "green"),
     )
     for _, message in report.rejected:
-        # markup off for the message (a path may hold [brackets]), on for the label
-        console.print(Text.assemble("  ", ("rejected", "red"), f" {message}"), highlight=False)
+        say("  ", ("rejected", "red"), f" {message}")
 
 
 @click.group("warehouse")
@@ -62,9 +73,7 @@ RUNS_DIR_OPTION = click.option(
 def _print_specs(specs: SpecReport) -> None:
     console.print(f"specs: {specs.tasks} tasks, {specs.agents} agents, {specs.suites} suites")
     for problem in specs.skipped:
-        console.print(
-            Text.assemble("  ", ("skipped", "red"), f" {problem.message}"), highlight=False
-        )
+        say("  ", ("skipped", "red"), f" {problem.message}")
     if specs.skipped:
         console.print(
             f"  {len(specs.skipped)} spec file(s) skipped: fix each as its line says; until "
@@ -90,13 +99,13 @@ def _load_everything(
         if runs_dir.is_dir():
             report = load_runs(con, runs_dir, rehash=rehash)
         else:
-            console.print(f"no runs directory at {runs_dir}: no records to load")
+            say(f"no runs directory at {runs_dir}: no records to load")
             report = LoadReport(0, 0, [])
         _print_report(report, f"run records from {runs_dir}")
         (total,) = one_row(con, "select count(*) from raw.runs")
     finally:
         con.close()
-    console.print(f"warehouse {db}: {total:,} runs")
+    say(f"warehouse {db}: {total:,} runs")
     return specs, report
 
 
@@ -164,29 +173,29 @@ def import_group() -> None:
 @warehouse_option
 def import_tml_bench_cmd(sources: Sequence[Path], warehouse_file: Path | None) -> None:
     """Import the original TML-bench's results: its SQLite database (.sqlite/.db) or a folder
-    of its result.json files (exit code 1 if any run is rejected)."""
-    from warehouse.importers.tml_bench import import_tml_bench
+    of its result.json files (exit code 1 if any run is rejected). A source that cannot be read
+    changes nothing: the sources are read in full before the warehouse is opened."""
+    from warehouse.importers.tml_bench import import_source, read_tml_bench
 
     db = _resolve(warehouse_file)
-    con = connect(db)
-    try:
-        report = import_tml_bench(con, *sources)
-        total = con.execute("select count(*) from raw.runs where source = 'tml-bench'").fetchone()
-    finally:
-        con.close()
+    read = read_tml_bench(*sources)
+    added: list[int] = []
+    with all_or_nothing(db, keep_new=lambda: any(added)) as con:
+        report = import_source(con, read)
+        added += (report.runs.new, report.baselines.new)
+        (total,) = one_row(con, "select count(*) from raw.runs where source = 'tml-bench'")
     _print_report(report.runs, f"TML-bench runs from {', '.join(map(str, sources))}")
     if report.baselines.total:
         _print_report(report.baselines, "TML-bench baselines")
     if report.unknown_fields:
         kept = ", ".join(f"{name} ({n:,} values)" for name, n in report.unknown_fields.items())
-        console.print(
-            f"kept column(s) this importer does not know, in source_fields: {kept}",
-            markup=False,
-            highlight=False,
-        )
+        say(f"kept column(s) this importer does not know, in source_fields: {kept}")
     for note in report.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    console.print(f"warehouse {db}: {total[0] if total else 0:,} imported TML-bench runs")
+        say(f"note: {note}")
+    if db.exists():
+        say(f"warehouse {db}: {total:,} imported TML-bench runs")
+    else:
+        say(f"nothing imported: no warehouse created at {db}")
     if report.rejected:
         sys.exit(1)
 
@@ -252,9 +261,11 @@ def sql(
         return
     from rich.table import Table
 
-    table = Table(*columns)
+    table = Table()
+    for column in columns:
+        table.add_column(Text(printable(column)))
     for row in rows[:max_rows]:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(Text("" if v is None else printable(str(v))) for v in row))
     console.print(table)
     shown = f"{max_rows:,} of " if len(rows) > max_rows else ""
     console.print(f"{shown}{len(rows):,} row{'s' if len(rows) != 1 else ''}")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +58,50 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> duckdb.D
         raise TmlbenchError(f"cannot open the warehouse {path}: {message}") from None
     except duckdb.Error as exc:
         raise TmlbenchError(f"cannot open the warehouse {path}: {exc}") from None
+
+
+@contextlib.contextmanager
+def all_or_nothing(
+    path: Path, keep_new: Callable[[], bool] = lambda: True
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to the warehouse at ``path`` for work that leaves the disk as it
+    was when it fails (an import: its writes are one transaction).
+
+    An existing warehouse is opened in place: the work's transaction rolls back. A new one is
+    built in a hidden file beside ``path`` and moved there only when the block returns and
+    ``keep_new()`` says it holds something, so a failure, or a kill, never leaves an empty or
+    half-made warehouse at ``path`` (the folders made for it are removed again too).
+    """
+    if path.exists():
+        con = connect(path)
+        try:
+            yield con
+        finally:
+            con.close()
+        return
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
+    building = path.with_name(f".{path.name}.{secrets.token_hex(4)}.building")
+    con = connect(building)
+    try:
+        try:
+            yield con
+        finally:
+            con.close()  # checkpoints: the database is one file, its WAL is gone
+        if not keep_new():
+            return
+        try:
+            os.link(building, path)  # unlike a rename, never replaces a warehouse made since
+        except FileExistsError:
+            raise TmlbenchError(
+                f"the warehouse {path} was created by another process during this command; "
+                "run it again (it will add to that warehouse)"
+            ) from None
+    finally:
+        for leftover in (building, building.with_name(building.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        for folder in made:  # deepest first
+            with contextlib.suppress(OSError):  # not empty: the warehouse is in it
+                folder.rmdir()
 
 
 def _lock_holder(message: str) -> str:

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runner.errors import TmlbenchError
+from runner.terminal import printable
 from warehouse.db import connect, one_row  # light: connect() imports duckdb when it is called
 
 if TYPE_CHECKING:
@@ -221,10 +223,11 @@ def print_board(console: Console, board: SuiteBoard) -> None:
                 for kind, count in (("provider", by_provider), ("harness", by_harness))
                 if count
             )
-            console.print(
+            line = (
                 f"  {agent_id}: {incomplete} of {settings} settings lack successes "
                 f"({', '.join(first)}{more}){stopped}"
             )
+            console.print(Text(printable(line)), highlight=False)
 
 
 def _status_line(board: SuiteBoard) -> str:
@@ -261,7 +264,7 @@ def _ranking_table(board: SuiteBoard) -> Table:
         rank, agent, best, all_cells, largest, mean_rank, rank_std, rate, provider, rel_iqr = row
         table.add_row(
             str(rank),
-            agent,
+            Text(printable(agent)),  # ids an import brought: text, never markup or escapes
             _fmt(best),
             _fmt(all_cells),
             _fmt(largest),
@@ -286,5 +289,9 @@ def _medians_table(board: SuiteBoard) -> Table:
     for task_id, agent_id, budget, median in board.medians:
         grid.setdefault((task_id, agent_id), {})[budget] = median
     for (task_id, agent_id), by_budget in grid.items():
-        table.add_row(task_id, agent_id, *(_fmt(by_budget.get(b), 4) for b in budgets))
+        table.add_row(
+            Text(printable(task_id)),
+            Text(printable(agent_id)),
+            *(_fmt(by_budget.get(b), 4) for b in budgets),
+        )
     return table

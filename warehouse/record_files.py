@@ -142,23 +142,18 @@ def read_record_file(
     path: str, st: os.stat_result, limit: int | None = None, what: str = "a run record"
 ) -> ReadFile | Unreadable:
     """The file's bytes if its stat says it is a regular file of at most ``limit`` bytes
-    (default ``RECORD_MAX_BYTES``), opened without following a symbolic link (one put there
-    since the stat fails the open). ``what`` the file should be, for the messages."""
+    (default ``RECORD_MAX_BYTES``), opened by ``open_regular_file`` (so a link, FIFO or device
+    put there since the stat is refused too). ``what`` the file should be, for the messages."""
     limit = RECORD_MAX_BYTES if limit is None else limit
     if stat.S_ISLNK(st.st_mode):
         return Unreadable(path, f"{path}: is a symbolic link; {_LINKS}")
     if not stat.S_ISREG(st.st_mode):
         return Unreadable(path, f"{path}: not a regular file")
     if st.st_size > limit:
-        return Unreadable(
-            path, f"{path}: {st.st_size:,} bytes is too large for {what} (at most {limit:,})"
-        )
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Unreadable(path, f"{path}: is a symbolic link; {_LINKS}")
-        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+        return Unreadable(path, _too_large(path, st.st_size, limit, what))
+    fd = open_regular_file(path, what)
+    if isinstance(fd, Unreadable):
+        return fd
     try:
         data = _read_at_most(fd, st.st_size + 1, limit + 1)
     except OSError as exc:
@@ -168,6 +163,38 @@ def read_record_file(
     if len(data) > limit:  # it grew since the stat
         return Unreadable(path, f"{path}: more than {limit:,} bytes is too large for {what}")
     return ReadFile(path, data, hashlib.sha256(data).hexdigest(), st)
+
+
+def open_regular_file(path: str, what: str, limit: int | None = None) -> int | Unreadable:
+    """A read-only descriptor of the regular file at ``path``, never through a symbolic link.
+
+    Opened with O_NOFOLLOW (a link is refused, not followed) and O_NONBLOCK (opening a FIFO
+    does not wait for a writer), then ``fstat``: only a regular file of at most ``limit`` bytes
+    (when given) is kept, so a FIFO, socket or device (``/dev/zero`` reads without end) is never
+    read. The caller closes the descriptor.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable(path, f"{path}: is a symbolic link; {_LINKS}")
+        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        return Unreadable(path, f"{path}: cannot read: {exc.strerror or exc}")
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return Unreadable(path, f"{path}: not a regular file")
+    if limit is not None and st.st_size > limit:
+        os.close(fd)
+        return Unreadable(path, _too_large(path, st.st_size, limit, what))
+    return fd
+
+
+def _too_large(path: str, size: int, limit: int, what: str) -> str:
+    return f"{path}: {size:,} bytes is too large for {what} (at most {limit:,})"
 
 
 def resumption_log(folder: str) -> tuple[str, os.stat_result] | None:

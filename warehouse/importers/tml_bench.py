@@ -47,8 +47,10 @@ submission_sha256, normalized_submission_sha256 → submission_normalized_sha256
 task_spec_sha256, public_manifest_sha256; unknown columns → source_fields.
 
 A row is refused only when it means nothing: no run_id, no competition, a status the original
-never writes, a created_at that is not a timestamp (a run must be ordered), or a success with no
-finite score or with a metric whose direction runner.metrics does not know. The content hash
+never writes, a created_at that is not a timestamp (a run must be ordered; one with an offset no
+time zone has, or outside UTC's calendar, is none), a value that is not of its column's type
+(text that is not UTF-8, a whole number past 64 bits), or a success with no finite score or with
+a metric whose direction runner.metrics does not know. The content hash
 (``record_sha256``) covers the 31 columns of the original's ``runs`` table, normalized so a run
 hashes the same from the database and from its result.json: importing both is harmless, a
 changed run is a conflict, and what only result.json holds (notes) comes from the first import.
@@ -60,6 +62,8 @@ import datetime as dt
 import hashlib
 import json
 import math
+import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,8 +86,10 @@ from warehouse.importers.tml_bench_format import (
     RUN_FLOATS,
     RUN_INTS,
     STATUSES,
+    Limits,
     Row,
     Source,
+    label,
     read_database,
     read_result_tree,
 )
@@ -140,20 +146,34 @@ def import_tml_bench(con: duckdb.DuckDBPyConnection, *sources: Path) -> ImportRe
     row is refused (never overwritten), bad rows are refused with a reason naming the row, and
     everything goes in in one transaction.
     """
+    return import_source(con, read_tml_bench(*sources))
+
+
+def read_tml_bench(*sources: Path, limits: Limits | None = None) -> Source:
+    """Everything the sources hold, read within ``limits`` before anything is written (a source
+    that cannot be read is a TmlbenchError that names it and says what to do)."""
     if not sources:
         raise TmlbenchError("name a TML-bench SQLite database or a folder of result.json files")
-    read = Source()
+    read = Source(limits or Limits())
     for path in map(Path, sources):
-        if path.is_dir():
-            part = read_result_tree(path)
-        elif path.is_file():
-            part = read_database(path)
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise TmlbenchError(f"{path}: no such file or folder") from None
+        if stat.S_ISLNK(mode):
+            raise TmlbenchError(
+                f"{path}: is a symbolic link; links are never followed (name the file or folder "
+                "itself)"
+            )
+        if stat.S_ISDIR(mode):
+            read_result_tree(path, read)
         else:
-            raise TmlbenchError(f"{path}: no such file or folder")
-        read.runs += part.runs
-        read.baselines += part.baselines
-        read.rejected += part.rejected
+            read_database(path, read)  # which refuses anything but a regular file
+    return read
 
+
+def import_source(con: duckdb.DuckDBPyConnection, read: Source) -> ImportReport:
+    """Write what ``read_tml_bench`` read into the warehouse, in one transaction."""
     apply_ddl(con)
     metric_of = _competition_metrics(con, read)
     candidates: list[Candidate] = []
@@ -200,13 +220,14 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
     run_id, task_id, status = v["run_id"], v["competition_id"], v["status"]
     if not run_id:
         raise ValueError("no run_id (every TML-bench run has one): the row cannot be imported")
+    run = f"run {label(repr(run_id))}"  # repr: quoted, its control characters escaped
     if not task_id:
-        raise ValueError(f"run {run_id!r}: no competition_id")
+        raise ValueError(f"{run}: no competition_id")
     if status not in STATUSES:
         raise ValueError(
-            f"run {run_id!r}: unknown status {status!r} (TML-bench writes {', '.join(STATUSES)})"
+            f"{run}: unknown status {label(repr(status))} (TML-bench writes {', '.join(STATUSES)})"
         )
-    created_at = _timestamp(v["created_at"], f"run {run_id!r}", notes)
+    created_at = _timestamp(v["created_at"], run, notes)
 
     metric_name = v["metric_name"] or metric_of(task_id)
     if metric_name and not v["metric_name"]:
@@ -218,10 +239,10 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
     score = v["score_raw"]
     if status == "success":
         if score is None or not math.isfinite(score):
-            raise ValueError(f"run {run_id!r}: status success but score_raw is {score!r}")
+            raise ValueError(f"{run}: status success but score_raw is {score!r}")
         if metric is None:
             raise ValueError(
-                f"run {run_id!r}: metric {metric_name!r} is not known to runner/metrics.py, so "
+                f"{run}: metric {label(repr(metric_name))} is not known to runner/metrics.py, so "
                 "whether higher or lower is better would be a guess; add it there"
             )
     elif score is not None:
@@ -269,7 +290,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
             git_sha=v["git_sha"],
         )
     except ValidationError as exc:
-        raise ValueError(f"run {run_id!r}: {describe_validation_error(exc)}") from None
+        raise ValueError(f"{run}: {describe_validation_error(exc)}") from None
     return Candidate(record, row.where, content_sha256(v, RUN_COLUMNS), _json(extra))
 
 
@@ -468,23 +489,43 @@ def _number(name: str, value: Any, kind: type[float] | type[int]) -> float | int
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name}: {value!r} is not a number") from None
+        raise ValueError(f"{name}: {label(repr(value))} is not a number") from None
     if kind is float:
         return number if math.isfinite(number) or name == "score_raw" else None
     if not number.is_integer():
-        raise ValueError(f"{name}: {value!r} is not a whole number")
+        raise ValueError(f"{name}: {label(repr(value))} is not a whole number")
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"{name}: {label(repr(value))} is too large for a whole number")
     return int(number)
 
 
+# Real time zones are within UTC-12:00 and UTC+14:00.
+MAX_UTC_OFFSET = dt.timedelta(hours=14)
+
+
 def _timestamp(value: Any, what: str, notes: Counter[str]) -> dt.datetime:
+    """created_at in UTC (ValueError: why it cannot be one, and what to do)."""
+    shown = label(repr(value))
     try:
         parsed = dt.datetime.fromisoformat(str(value))
     except ValueError:
-        raise ValueError(f"{what}: created_at {value!r} is not an ISO timestamp") from None
-    if parsed.tzinfo is None:
+        raise ValueError(f"{what}: created_at {shown} is not an ISO timestamp") from None
+    offset = parsed.utcoffset()
+    if offset is None:
         notes["created_at values had no UTC offset and were read as UTC"] += 1
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
+        return parsed.replace(tzinfo=dt.UTC)
+    if abs(offset) > MAX_UTC_OFFSET:
+        raise ValueError(
+            f"{what}: created_at {shown} has a UTC offset no time zone has (they are within "
+            "-12:00 and +14:00); correct the timestamp in the source"
+        )
+    try:
+        return parsed.astimezone(dt.UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+14:00 is in year 0 in UTC
+        raise ValueError(
+            f"{what}: created_at {shown} is outside the dates a timestamp holds in UTC (years 1 "
+            "to 9999); correct the timestamp in the source"
+        ) from None
 
 
 def content_sha256(values: Mapping[str, Any], columns: Sequence[str]) -> str:

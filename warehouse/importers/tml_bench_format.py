@@ -8,6 +8,15 @@ creates ``runs`` and ``baselines`` and migrates older databases by appending col
 Every schema generation its migrations allow is read: a database from before a column was added
 simply lacks it (the first one has 13 columns, the current one 31), and any value may be NULL.
 A column or field this module does not know is kept (``Row.unknown``) rather than refused.
+
+Results are downloaded from others, so every file is read as hostile data, with bounds a real
+source is far inside (``Limits``): files are opened only through ``warehouse.record_files``
+(never through a symbolic link, only regular files: no FIFO or device is ever opened, reads are
+bounded); folders are walked without recursion, to a depth and a number of entries; JSON is
+nested at most ``MAX_JSON_DEPTH`` deep; the SQLite database is opened as a descriptor of a
+regular file, immutable (SQLite writes nothing beside it), with a cap on every value's length
+and a deadline on the reading. A source past a bound is refused with what to do (TmlbenchError),
+a file past one is a rejected row.
 """
 
 from __future__ import annotations
@@ -15,15 +24,41 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
+import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.errors import TmlbenchError
+from warehouse.record_files import Unreadable, open_regular_file, read_record_file
 
 RESULT_FILE = "result.json"
 WORKSPACE_DIR = "workspace"  # runs/<run_id>/workspace: the agent's files, never searched
+
+# A result.json is ~3 KB nested 4 deep (artifacts.notes.kilo.argv): these bounds are far above
+# any real one, and far below what hurts.
+RESULT_MAX_BYTES = 1 << 20
+MAX_JSON_DEPTH = 32
+LABEL_MAX_CHARS = 120  # of a run id in the name of its row (a hostile id may be 1 MiB long)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one import reads, over all its sources (runs and baselines rows, bytes of
+    values), and how far a folder walk goes (``max_depth`` folders below the one named)."""
+
+    # The original's own benchmark is a few thousand runs (~800 bytes each in its database);
+    # 50,000 rows take 0.9 GB and 9 s to import; 64 MiB of hostile values stay within 1 GiB.
+    max_rows: int = 50_000
+    max_bytes: int = 64 << 20
+    max_depth: int = 16  # runs/<suite>/<run_id>/ is 2 deep
+    max_entries: int = 200_000
+    max_value_bytes: int = 1 << 20  # one database value
+    max_seconds: float = 120.0  # reading one database
+
 
 # The runs table of the current ensure_db, in its column order.
 RUN_COLUMNS = (
@@ -149,47 +184,104 @@ class Row:
 
 @dataclass
 class Source:
-    """What one database or result.json tree holds."""
+    """What one import's databases and result.json trees hold, read within ``limits``."""
 
+    limits: Limits = field(default_factory=Limits)
     runs: list[Row] = field(default_factory=list)
     baselines: list[Row] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
+    rows_read: int = 0
+    bytes_read: int = 0
+
+    def count(self, where: object, nbytes: int) -> None:
+        """Count one row of ``nbytes`` toward the limits; TmlbenchError past one of them."""
+        self.rows_read += 1
+        self.bytes_read += nbytes
+        if self.rows_read > self.limits.max_rows:
+            raise TmlbenchError(
+                f"{where}: more than {self.limits.max_rows:,} rows in this import, far more than "
+                "any TML-bench benchmark holds; if it is one, import it in parts"
+            )
+        if self.bytes_read > self.limits.max_bytes:
+            raise TmlbenchError(
+                f"{where}: more than {self.limits.max_bytes >> 20:,} MiB of values in this "
+                "import, far more than any TML-bench benchmark holds; if it is one, import it "
+                "in parts"
+            )
 
 
 # ---------------------------------------------------------------------------------------------
 # the SQLite database
 
 
-def read_database(path: Path) -> Source:
-    """Every row of ``runs`` and (if present) ``baselines``; TmlbenchError if it is not one."""
+def read_database(path: Path, into: Source | None = None) -> Source:
+    """Every row of ``runs`` and (if present) ``baselines``, added to ``into`` (a new Source by
+    default); TmlbenchError if it is not a readable TML-bench database, or too large."""
+    source = Source() if into is None else into
+    limits = source.limits
+    fd = open_regular_file(str(path), "a TML-bench results database")
+    if isinstance(fd, Unreadable):
+        raise TmlbenchError(f"{fd.message} (name the SQLite file itself)")
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # The descriptor, not the name: the file checked is the file read. Immutable: SQLite
+        # takes no lock and writes nothing (no journal, no -wal), the file being data.
+        con = sqlite3.connect(f"file:/proc/self/fd/{fd}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
+        os.close(fd)
         raise TmlbenchError(f"{path}: cannot open as SQLite: {exc}") from None
     try:
-        tables = _tables(con, path)
-        if "runs" not in tables:
-            raise TmlbenchError(
-                f"{path}: not a TML-bench results database (it has no table 'runs'; "
-                f"tables: {', '.join(sorted(tables)) or 'none'})"
-            )
-        source = Source()
-        source.runs = list(_table_rows(con, path, "runs", RUN_COLUMNS, RUN_KEY_COLUMNS))
-        if "baselines" in tables:
-            source.baselines = list(
-                _table_rows(con, path, "baselines", BASELINE_COLUMNS, BASELINE_KEY_COLUMNS)
-            )
+        con.text_factory = _text
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
+        deadline = time.monotonic() + limits.max_seconds
+        con.set_progress_handler(lambda: time.monotonic() > deadline, 100)  # VM steps
+        try:
+            tables = _tables(con)
+            if "runs" not in tables:
+                names = sorted(label(repr(name)) for name in tables)
+                more = f" and {len(names) - 10:,} more" if len(names) > 10 else ""
+                raise TmlbenchError(
+                    f"{path}: not a TML-bench results database (it has no table 'runs'; "
+                    f"tables: {', '.join(names[:10]) or 'none'}{more})"
+                )
+            source.runs += _table_rows(con, path, "runs", RUN_COLUMNS, RUN_KEY_COLUMNS, source)
+            if "baselines" in tables:
+                source.baselines += _table_rows(
+                    con, path, "baselines", BASELINE_COLUMNS, BASELINE_KEY_COLUMNS, source
+                )
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # the latter: a name in its schema
+            raise TmlbenchError(_database_problem(path, exc, limits)) from None
         return source
     finally:
         con.close()
+        os.close(fd)
 
 
-def _tables(con: sqlite3.Connection, path: Path) -> set[str]:
+def _text(data: bytes) -> str | bytes:
+    """A TEXT value: its bytes when they are not UTF-8, which a text column refuses by name."""
     try:
-        rows = con.execute("select name from sqlite_master where type = 'table'").fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise TmlbenchError(f"{path}: not a readable SQLite database: {exc}") from None
-    return {name for (name,) in rows}
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
+
+
+def _database_problem(path: Path, exc: Exception, limits: Limits) -> str:
+    if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
+        return (
+            f"{path}: holds a value larger than {limits.max_value_bytes:,} bytes, which no "
+            "TML-bench database column holds: not imported (is this a TML-bench database?)"
+        )
+    if "interrupted" in str(exc):
+        return (
+            f"{path}: reading took longer than {limits.max_seconds:.0f} s: not imported (a "
+            "TML-bench database reads in seconds; is this one?)"
+        )
+    return f"{path}: not a readable SQLite database: {exc}"
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    # Tables only: a view (which may loop or multiply rows) is never read.
+    rows = con.execute("select name from sqlite_master where type = 'table'").fetchall()
+    return {name for (name,) in rows if isinstance(name, str)}
 
 
 def _table_rows(
@@ -198,13 +290,10 @@ def _table_rows(
     table: str,
     known: tuple[str, ...],
     key: tuple[str, ...],
-) -> Iterator[Row]:
-    try:
-        # rowid names a row that has no usable key; the table's own columns follow it.
-        cur = con.execute(f'select rowid as "__rowid__", * from "{table}"')
-    except sqlite3.DatabaseError as exc:
-        raise TmlbenchError(f"{path}: cannot read table {table}: {exc}") from None
-    columns = [d[0] for d in cur.description][1:]
+    source: Source,
+) -> list[Row]:
+    cur = con.execute(f'select * from "{table}"')
+    columns = [str(d[0]) for d in cur.description]
     missing = [c for c in key if c not in columns]
     if missing:
         raise TmlbenchError(
@@ -212,53 +301,165 @@ def _table_rows(
             f"database has {', '.join(key)} (is this a TML-bench results database?)"
         )
     known_set = set(known)
-    for rowid, *values in cur:
+    rows: list[Row] = []
+    for number, values in enumerate(cur, 1):  # names a row that has no run_id
         row = dict(zip(columns, values, strict=True))
         if table == "baselines":
-            where = f"{path}#baselines.{row.get('competition_id')}/{row.get('baseline_type')}"
+            comp, kind = label(row.get("competition_id")), label(row.get("baseline_type"))
+            where = f"{path}#baselines.{comp}/{kind}"
         elif row.get("run_id"):
-            where = f"{path}#runs.run_id={row['run_id']}"
+            where = f"{path}#runs.run_id={label(row['run_id'])}"
         else:
-            where = f"{path}#runs row {rowid}"
-        yield Row(
-            where=where,
-            values={c: row.get(c) for c in known},
-            unknown={c: v for c, v in row.items() if c not in known_set and v is not None},
+            where = f"{path}#runs row {number}"
+        source.count(where, sum(map(_size, values)) + sum(map(len, columns)))
+        rows.append(
+            Row(
+                where=where,
+                values={c: row.get(c) for c in known},
+                unknown={c: v for c, v in row.items() if c not in known_set and v is not None},
+            )
         )
+    return rows
+
+
+def _size(value: Any) -> int:
+    """Bytes ``value`` takes once stored (as JSON, where unknown values go): a control or
+    non-ASCII character is six (``\\u0001``), a byte two (hex)."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() and value.isprintable() else len(json.dumps(value))
+    return 2 * len(value) if isinstance(value, bytes) else 8
+
+
+def label(value: Any) -> str:
+    """A value from the source as part of a row's name: clipped, so a name stays a name."""
+    text = str(value)
+    if len(text) <= LABEL_MAX_CHARS:
+        return text
+    return f"{text[:LABEL_MAX_CHARS]}…({len(text) - LABEL_MAX_CHARS:,} more characters)"
 
 
 # ---------------------------------------------------------------------------------------------
 # result.json files
 
 
-def read_result_tree(folder: Path) -> Source:
-    """Every run folder's ``result.json`` under ``folder`` (the folder itself may be one).
+def read_result_tree(folder: Path, into: Source | None = None) -> Source:
+    """Every run folder's ``result.json`` under ``folder`` (the folder itself may be one), added
+    to ``into`` (a new Source by default).
 
     A run folder is never descended into: its ``workspace/`` holds the agent's own files, and a
-    ``result.json`` written there must not count as a result.
+    ``result.json`` written there must not count as a result. A file that cannot be a result (a
+    link, a FIFO, too large, JSON nested too deep) is a rejected row, named.
     """
-    paths = sorted(_result_files(folder))
-    if not paths:
+    source = Source() if into is None else into
+    found = len(source.runs) + len(source.rejected)
+    for path, st in _result_files(folder, source):
+        item = read_record_file(str(path), st, RESULT_MAX_BYTES, f"a TML-bench {RESULT_FILE}")
+        if isinstance(item, Unreadable):
+            source.rejected.append((item.path, item.message))
+            continue
+        source.count(path, len(item.data))
+        try:
+            source.runs.append(flatten_result(load_json(item.data), str(path)))
+        except ValueError as exc:
+            source.rejected.append((str(path), f"{path}: {exc}"))
+    if len(source.runs) + len(source.rejected) == found:
         raise TmlbenchError(
             f"{folder}: no {RESULT_FILE} files found (expected runs/<run_id>/{RESULT_FILE})"
         )
-    source = Source()
-    for path in paths:
-        try:
-            data = json.loads(path.read_bytes())
-            source.runs.append(flatten_result(data, str(path)))
-        except (OSError, ValueError) as exc:
-            source.rejected.append((str(path), f"{path}: {exc}"))
     return source
 
 
-def _result_files(folder: Path) -> Iterator[Path]:
-    for root, dirs, files in os.walk(folder):
-        if RESULT_FILE in files:
-            yield Path(root) / RESULT_FILE
-            dirs.clear()
-        elif WORKSPACE_DIR in dirs:
-            dirs.remove(WORKSPACE_DIR)
+def _result_files(folder: Path, source: Source) -> Iterator[tuple[Path, os.stat_result]]:
+    """Each run folder's result.json and its ``lstat``, in name order, breadth first.
+
+    Iterative (a deep tree cannot exhaust the stack) and bounded: folders deeper than
+    ``max_depth`` below ``folder`` are not searched, and a tree of more than ``max_entries``
+    entries is refused; both are said. Links are never followed: a link where a run folder
+    could be is reported, since the results behind it are not imported.
+    """
+    limits = source.limits
+    root = os.fspath(folder)
+    try:
+        if stat.S_ISLNK(os.lstat(root).st_mode):
+            raise TmlbenchError(f"{root}: is a symbolic link; links are never followed (name "
+                                "the folder itself)")  # fmt: skip
+    except OSError as exc:
+        raise TmlbenchError(f"{root}: cannot read: {exc.strerror or exc}") from None
+    pending: deque[tuple[str, int]] = deque([(root, 0)])
+    entries = 0
+    while pending:
+        current, depth = pending.popleft()
+        listed: list[os.DirEntry[str]] = []
+        try:
+            with os.scandir(current) as it:
+                for entry in it:  # counted as listed: a folder of millions is never held
+                    listed.append(entry)
+                    entries += 1
+                    if entries > limits.max_entries:
+                        break
+        except OSError as exc:
+            source.rejected.append((current, f"{current}: cannot list: {exc.strerror or exc}"))
+            continue
+        listed.sort(key=lambda e: e.name)
+        if entries > limits.max_entries:
+            raise TmlbenchError(
+                f"{root}: more than {limits.max_entries:,} files and folders: not a folder of "
+                f"TML-bench results; name its runs/ folder (or run folders) instead"
+            )
+        names = {e.name: e for e in listed}
+        result = names.get(RESULT_FILE)
+        if result is not None:
+            try:
+                yield Path(result.path), result.stat(follow_symlinks=False)
+            except OSError as exc:
+                source.rejected.append((result.path, f"{result.path}: {exc.strerror or exc}"))
+            continue  # a run folder: never searched further
+        for entry in listed:
+            if entry.name == WORKSPACE_DIR:
+                continue
+            if entry.is_symlink():
+                source.rejected.append(
+                    (entry.path, f"{entry.path}: is a symbolic link; links are never followed")
+                )
+            elif entry.is_dir(follow_symlinks=False):
+                if depth < limits.max_depth:
+                    pending.append((entry.path, depth + 1))
+                else:
+                    source.rejected.append(
+                        (
+                            entry.path,
+                            f"{entry.path}: more than {limits.max_depth} folders below {root}: "
+                            "not searched (results are at runs/<run_id>/result.json: name a "
+                            "folder nearer to them)",
+                        )
+                    )
+
+
+def load_json(data: bytes) -> Any:
+    """A JSON document nested at most ``MAX_JSON_DEPTH`` deep (ValueError: why it is not one).
+
+    The parser is recursive (a deeper document raises RecursionError, caught here), and so is
+    everything that later walks the value; the depth is checked on the parsed value, without
+    recursion, so every document past the bound is refused alike.
+    """
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, a 5,000-digit number
+        raise ValueError(f"not JSON: {exc}") from None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        )
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= MAX_JSON_DEPTH:
+                    raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+                stack.append((child, depth + 1))
+    return value
 
 
 def flatten_result(data: Any, where: str) -> Row:
@@ -299,6 +500,6 @@ def flatten_result(data: Any, where: str) -> Row:
         extra = {f"notes.{k}": v for k, v in notes.items() if k not in _NOTES_FIELDS}
     elif notes is not None:
         extra = {"notes": notes}
-    label = values.get("run_id")
-    return Row(where=f"{where}#run_id={label}" if label else where, values=values,
+    run_id = values.get("run_id")
+    return Row(where=f"{where}#run_id={label(run_id)}" if run_id else where, values=values,
                unknown=unknown, extra=extra)  # fmt: skip
