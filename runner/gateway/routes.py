@@ -161,11 +161,16 @@ def route(protocol: Protocol, method: str, target: str, base_path: str) -> Allow
 
 def shown(text: str, limit: int = MAX_SHOWN_TARGET) -> str:
     """``text`` from the sandbox as the transcript may show it: printable ASCII, every other
-    character escaped (``\\x1b``), cut to ``limit`` characters saying how much was cut."""
-    escaped = "".join(_shown_char(c) for c in text[:limit])
-    if len(text) > limit:
-        return escaped + f" [... {len(text) - limit} more characters]"
-    return escaped
+    character escaped (``\\x1b``), at most ``limit`` characters and a note of what was cut."""
+    out: list[str] = []
+    size = 0
+    for i, char in enumerate(text):
+        piece = _shown_char(char)
+        size += len(piece)
+        if size > limit:
+            return "".join(out) + f" [... {len(text) - i} more characters]"
+        out.append(piece)
+    return "".join(out)
 
 
 def _shown_char(char: str) -> str:
