@@ -261,11 +261,10 @@ def error_response(
     message: str,
     *,
     close: bool,
-    headers: tuple[str, ...] = (),
 ) -> bytes:
     """A whole response with an error body in ``protocol``'s shape, which its CLIs read:
     Anthropic ``{"type": "error", "error": {"type", "message"}}``, OpenAI ``{"error":
-    {"message", "type", "param", "code"}}``. ``headers``: extra ``Name: value`` lines."""
+    {"message", "type", "param", "code"}}``."""
     if protocol == "anthropic-messages":
         error: dict[str, object] = {
             "type": "error",
@@ -274,12 +273,9 @@ def error_response(
     else:
         error = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     body = json.dumps(error).encode()
-    head = "".join(
-        [
-            f"HTTP/1.1 {status} {reason_phrase(status, '')}\r\nContent-Type: application/json\r\n",
-            *(f"{line}\r\n" for line in headers),
-            f"Content-Length: {len(body)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n",
-        ]
+    head = (
+        f"HTTP/1.1 {status} {reason_phrase(status, '')}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
     )
     return head.encode() + body
 
