@@ -17,13 +17,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.runner.gateway.test_gateway import (
-    CASES,
-    REQUEST,
-    Answer,
+from tests.support.recording_upstream import (
     UnixHTTPConnection,
-    gateway,
-    raw,
+    recording_gateway,
+    send_raw,
 )
 
 # The rule, restated: (method, canonical path, query names it takes) per protocol, paths as
@@ -46,7 +43,7 @@ ALLOWED = {
         ("GET", f"/v1/models/{MODEL_ID}", {"beta"}),
     ],
 }
-BASE = {protocol: base for protocol, (base, *_) in CASES.items()}
+REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
 def expected(protocol: str, method: str, target: str) -> str | None:
@@ -149,7 +146,7 @@ def request_lines(draw: st.DrawFn) -> tuple[str, str]:
 def send(socket: Path, method: str, target: str) -> bytes:
     body = b"{}" if method.upper() not in ("GET", "HEAD") else b""
     head = f"{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
-    return raw(socket, (head + "Connection: close\r\n\r\n").encode("latin-1") + body)
+    return send_raw(socket, (head + "Connection: close\r\n\r\n").encode("latin-1") + body)
 
 
 @settings(
@@ -167,7 +164,7 @@ def test_only_the_protocols_routes_reach_the_provider_each_once_with_its_canonic
     tmp_path_factory: pytest.TempPathFactory, protocol: str, lines: list[tuple[str, str]]
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("routes")
-    with gateway(tmp_path, protocol, path=BASE[protocol]) as g:
+    with recording_gateway(tmp_path, protocol) as g:
         passed: list[str] = []
         for method, target in lines:
             answer = send(g.socket, method, target)
@@ -182,12 +179,12 @@ def test_only_the_protocols_routes_reach_the_provider_each_once_with_its_canonic
                 assert answer.startswith(b"HTTP/1.1 200 "), (method, target, answer[:200])
                 passed.append(canonical)
             # Nothing else ever reaches the provider; an allowed request reaches it once.
-            assert [s.path for s in g.upstream.seen] == passed, (method, target)
+            assert [target for _, target in g.upstream.seen] == passed, (method, target)
         stats = g.gateway.stats()
         assert stats.forbidden_requests == len(lines) - len(passed)
         assert stats.rejected == 0
         assert stats.requests + stats.other_requests == len(passed)
-    forbidden = [e for e in g.events() if e["event"] == "forbidden"]
+    forbidden = g.events("forbidden")
     assert len(forbidden) == stats.forbidden_requests
     for event in forbidden:  # escaped, capped: no control byte reaches a reader's terminal
         assert event["target"].isascii() and event["target"].isprintable()
@@ -215,20 +212,20 @@ ISSUE_ROUTES = [
 def test_the_issues_routes_are_forbidden_and_transcribed(
     tmp_path: Path, method: str, target: str
 ) -> None:
-    with gateway(tmp_path) as g:
+    with recording_gateway(tmp_path, "openai-chat") as g:
         answer = send(g.socket, method, target)
         assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/json")
         assert g.upstream.seen == []
         stats = g.gateway.stats()
         assert (stats.forbidden_requests, stats.requests, stats.other_requests) == (1, 0, 0)
-    [event] = [e for e in g.events() if e["event"] == "forbidden"]
+    [event] = g.events("forbidden")
     assert (event["method"], event["target"]) == (method, target)
 
 
 def test_a_forbidden_request_is_answered_in_the_anthropic_shape_and_the_connection_goes_on(
     tmp_path: Path,
 ) -> None:
-    with gateway(tmp_path, "anthropic-messages", path="") as g:
+    with recording_gateway(tmp_path, "anthropic-messages") as g:
         conn = UnixHTTPConnection(g.socket)
         conn.request("DELETE", "/v1/models/claude-x", headers={"x-api-key": "k"})
         response = conn.getresponse()
@@ -237,16 +234,16 @@ def test_a_forbidden_request_is_answered_in_the_anthropic_shape_and_the_connecti
         assert body["error"]["type"] == "permission_error"
         conn.request("GET", "/v1/models/claude-x?beta=true")  # the same connection goes on
         assert conn.getresponse().status == 200
-        assert [s.path for s in g.upstream.seen] == ["/v1/models/claude-x?beta=true"]
+        assert g.upstream.seen == [("GET", "/v1/models/claude-x?beta=true")]
 
 
 def test_an_escape_sequence_in_a_forbidden_target_is_transcribed_escaped_and_capped(
     tmp_path: Path,
 ) -> None:
     target = "/v1/\x1b]0;owned\x07" + "a" * 5000
-    with gateway(tmp_path) as g:
+    with recording_gateway(tmp_path, "openai-chat") as g:
         assert send(g.socket, "GET", target).startswith(b"HTTP/1.1 403 ")
-    [event] = [e for e in g.events() if e["event"] == "forbidden"]
+    [event] = g.events("forbidden")
     assert event["target"].startswith("/v1/\\x1b]0;owned\\x07aaa")
     shown = 300 - len("/v1/\\x1b]0;owned\\x07")  # characters of the target shown
     kept = len("/v1/\x1b]0;owned\x07") + shown
@@ -265,10 +262,10 @@ COMPACTION = {  # what POST /v1/responses/compact answers (OpenAI API reference)
 
 
 def test_responses_compact_is_a_model_call_and_its_usage_is_counted(tmp_path: Path) -> None:
-    with gateway(tmp_path, "openai-responses") as g:
-        g.upstream.answers.append(Answer(body=json.dumps(COMPACTION).encode()))
-        response, data = g.post("/v1/responses/compact", {"model": "m", "input": []})
-        assert response.status == 200 and json.loads(data) == COMPACTION
+    with recording_gateway(tmp_path, "openai-responses") as g:
+        g.upstream.answers.append((200, json.dumps(COMPACTION).encode()))
+        status, data = g.post("/v1/responses/compact", {"model": "m", "input": []})
+        assert status == 200 and json.loads(data) == COMPACTION
         stats = g.gateway.stats()
         assert (stats.requests, stats.steps, stats.tokens_in, stats.tokens_out) == (
             1,
@@ -277,7 +274,7 @@ def test_responses_compact_is_a_model_call_and_its_usage_is_counted(tmp_path: Pa
             800,
         )
         assert not stats.usage_missing
-    [call] = [e for e in g.events() if e["event"] == "model_call"]
+    [call] = g.events("model_call")
     assert (call["path"], call["usage"]) == (
         "/v1/responses/compact",
         {"input": 12000, "output": 800},
@@ -285,16 +282,16 @@ def test_responses_compact_is_a_model_call_and_its_usage_is_counted(tmp_path: Pa
 
 
 def test_count_tokens_is_an_other_request_with_no_tokens(tmp_path: Path) -> None:
-    with gateway(tmp_path, "anthropic-messages", path="") as g:
-        g.upstream.answers.append(Answer(body=b'{"input_tokens": 4242}'))
-        response, _ = g.post("/v1/messages/count_tokens?beta=true", REQUEST)
-        assert response.status == 200
+    with recording_gateway(tmp_path, "anthropic-messages") as g:
+        g.upstream.answers.append((200, b'{"input_tokens": 4242}'))
+        status, _ = g.post("/v1/messages/count_tokens?beta=true", REQUEST)
+        assert status == 200
         stats = g.gateway.stats()
         fields = stats.record_fields()
         assert (fields["requests"], fields["other_requests"], fields["tokens_in"]) == (0, 1, None)
         assert (fields["unknown_usage_calls"], fields["forbidden_requests"]) == (0, 0)
-    assert [s.path for s in g.upstream.seen] == ["/v1/messages/count_tokens?beta=true"]
-    [line] = [e for e in g.events() if e["event"] == "request"]
+    assert g.upstream.seen == [("POST", "/v1/messages/count_tokens?beta=true")]
+    [line] = g.events("request")
     assert (line["method"], line["path"], line["status"]) == (
         "POST",
         "/v1/messages/count_tokens",
