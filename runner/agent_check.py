@@ -170,6 +170,11 @@ def _solve_steps(
         else f"{len(requests)} request(s), real key added by the gateway" if reached
         else "no request reached the provider"
     )  # fmt: skip
+    if record.forbidden_requests:  # what a new CLI needs beyond the allow-list shows here
+        detail += (
+            f"; {record.forbidden_requests} request(s) off the gateway's allow-list refused "
+            "with 403 (its transcript.jsonl's forbidden lines name them)"
+        )
     hint = (
         ""
         if reached

@@ -21,6 +21,12 @@ generation endpoint) into a :class:`CallOutcome`, in these words, and count it i
   429 for an agent over its spec's request rate, or its own quota error for an attempt past
   its spend ceilings (a 429 or a 400, whichever its protocol's CLIs give up on): the agent's.
 
+A call's usage is *unknown* when the provider owed a usage report and none came: it took the
+call (a 2xx reply, or no answer at all once the request was sent: a timeout, a cut) and its
+reply, whole or broken off, reported no usage. A call the provider declined with an error
+status (or never received: unreachable, the gateway's own 429) consumed nothing, so its usage
+is known to be nothing. Such calls are counted (``unknown_usage_calls``), never guessed.
+
 Faults are *unrecovered* when the last call started ended in one: the trailing run of faults,
 in the order the calls started. A step, a cut or a refusal after a fault means the attempt
 went on past it (the agent's to finish). An attempt that ends so and would be anything but
@@ -62,12 +68,22 @@ class CallOutcome:
     evidence: str | None = None
     interrupted: bool = False  # broken off before its terminal event (by anyone)
     usage: tuple[int, int] | None = None  # what the provider reported, if anything
+    # The provider owed a usage report: it took the call (a 2xx reply, or no answer once the
+    # request was sent). False: it declined it with an error status, or never received it.
+    usage_due: bool = True
 
     def __post_init__(self) -> None:
         if (self.outcome == "fault") != (self.evidence is not None):
             raise ValueError("a fault, and only a fault, says what failed")
         if self.interrupted and self.outcome in ("step", "refused"):
             raise ValueError(f"a {self.outcome} reached its end")
+        if self.usage_due != (self.outcome != "refused") and self.outcome != "fault":
+            raise ValueError(f"a {self.outcome} always (a refusal never) owes its usage")
+
+    @property
+    def usage_unknown(self) -> bool:
+        """The provider owed this call's usage and did not report it."""
+        return self.usage_due and self.usage is None
 
 
 def _safe_code(value: object) -> str | None:
@@ -89,18 +105,18 @@ def error_status(
     usage: tuple[int, int] | None = None,
 ) -> CallOutcome:
     """A call the provider answered with a status other than 2xx: HTTP 429 or 5xx is its
-    fault; any other (a 4xx but 429) the request's own, the agent's."""
+    fault; any other (a 4xx but 429) the request's own, the agent's. An error status bills
+    nothing: no usage is owed."""
     if status == 429:
         said = "without Retry-After"
         if retry_after:
             said = f"with Retry-After: {_safe_code(retry_after) or '(unreadable)'}"
-        return CallOutcome("fault", f"HTTP 429 {said}", usage=usage)
+        return CallOutcome("fault", f"HTTP 429 {said}", usage=usage, usage_due=False)
     if status >= 500:
         plain = _safe_code(code)
-        return CallOutcome(
-            "fault", f"HTTP {status}" + (f" ({plain})" if plain else ""), usage=usage
-        )
-    return CallOutcome("refused", usage=usage)
+        what = f"HTTP {status}" + (f" ({plain})" if plain else "")
+        return CallOutcome("fault", what, usage=usage, usage_due=False)
+    return CallOutcome("refused", usage=usage, usage_due=False)
 
 
 def error_event(
@@ -126,9 +142,12 @@ class CallCounts:
     """What an attempt's model calls came to so far (a :class:`CallLedger`'s snapshot).
 
     ``requests``: calls that ended, by any outcome; ``in_flight``: calls started and not
-    ended (when the attempt is over: broken off, so interrupted); ``steps``, and
-    ``tokens_in`` / ``tokens_out`` their usage; ``usage_missing``: some step reported no
-    usage, so the totals are unknown; ``provider_faults``: faults, recovered or not;
+    ended (when the attempt is over: broken off, so interrupted, their usage unknown);
+    ``steps``, and ``tokens_in`` / ``tokens_out`` exactly their usage (the steps', nothing
+    else's); ``step_usage_missing``: some step reported no usage, so those totals are
+    unknown; ``unknown_usage_calls``: calls (steps or not) whose usage the provider owed and
+    did not report, so what the attempt consumed is more than is counted (``usage_missing``:
+    there is at least one); ``provider_faults``: faults, recovered or not;
     ``interrupted_calls``: calls that ended broken off before their terminal event, by
     anyone; ``failed_tokens_in`` / ``failed_tokens_out``: usage the provider reported for
     calls that were not steps; ``unrecovered_faults``: how many faults end the attempt's
@@ -141,7 +160,8 @@ class CallCounts:
     steps: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
-    usage_missing: bool = False
+    step_usage_missing: bool = False
+    unknown_usage_calls: int = 0
     provider_faults: int = 0
     interrupted_calls: int = 0
     failed_tokens_in: int = 0
@@ -149,15 +169,24 @@ class CallCounts:
     unrecovered_faults: int = 0
     fault_evidence: tuple[str, ...] = ()
 
-    def record_fields(self, prices: Prices | None) -> dict[str, object]:
-        """The record's usage and call counts, calls still in flight counted as interrupted.
+    @property
+    def usage_missing(self) -> bool:
+        """Some call's usage is unknown: the attempt consumed more than is counted."""
+        return self.unknown_usage_calls > 0
 
-        Tokens (and so cost) are unknown (None) when a step reported no usage, or no call was
-        made, never 0; so are the failed tokens when no call was made. ``prices``: None, an
-        unknown cost. The evidence is the driver's to add: only it knows whether it decided.
+    def record_fields(self, prices: Prices | None) -> dict[str, object]:
+        """The record's usage and call counts, calls still in flight counted as interrupted
+        and of unknown usage.
+
+        ``tokens_in`` / ``tokens_out`` (and so the cost) are the steps' tokens, exactly: unknown
+        (None) when a step reported no usage, or no call was made, never 0. What other calls
+        reported is ``failed_tokens_in/out`` (None when no call was made); how many calls
+        reported nothing they owed is ``unknown_usage_calls`` (those totals then undercount
+        what the key paid). ``prices``: None, an unknown cost. The evidence is the driver's
+        to add: only it knows whether it decided.
         """
         requests = self.requests + self.in_flight
-        known = requests > 0 and not self.usage_missing
+        known = requests > 0 and not self.step_usage_missing
         tokens_in = self.tokens_in if known else None
         tokens_out = self.tokens_out if known else None
         return {
@@ -170,6 +199,7 @@ class CallCounts:
             "interrupted_calls": self.interrupted_calls + self.in_flight,
             "failed_tokens_in": self.failed_tokens_in if requests else None,
             "failed_tokens_out": self.failed_tokens_out if requests else None,
+            "unknown_usage_calls": self.unknown_usage_calls + self.in_flight,
         }
 
 
@@ -261,11 +291,13 @@ def _counted(counts: CallCounts, outcome: CallOutcome) -> CallCounts:
             steps=counts.steps + 1,
             tokens_in=counts.tokens_in + usage[0],
             tokens_out=counts.tokens_out + usage[1],
-            usage_missing=counts.usage_missing or outcome.usage is None,
+            step_usage_missing=counts.step_usage_missing or outcome.usage is None,
+            unknown_usage_calls=counts.unknown_usage_calls + outcome.usage_unknown,
         )
     return dataclasses.replace(  # what a failed or broken-off call reported is failed tokens
         counts,
         requests=counts.requests + 1,
+        unknown_usage_calls=counts.unknown_usage_calls + outcome.usage_unknown,
         provider_faults=counts.provider_faults + (outcome.outcome == "fault"),
         interrupted_calls=counts.interrupted_calls + outcome.interrupted,
         failed_tokens_in=counts.failed_tokens_in + usage[0],

@@ -23,9 +23,10 @@ from runner.task_vocabulary import Direction
 # 2 added the agent-usage fields (requests … egress_bytes_down); 3 added egress_denied_hosts;
 # 4 added the workspace fields (workspace_bytes … workspace_listing_path) and sandbox_notes;
 # 5 added the submission fingerprints; 6 added the provider-fault fields (provider_faults …
-# failed_tokens_out, rate_limited), the task's trivial score and record_notes. Records of older
-# versions stay valid.
-RECORD_SCHEMA_VERSION = 6
+# failed_tokens_out, rate_limited), the task's trivial score and record_notes; 7 added
+# unknown_usage_calls, other_requests and forbidden_requests (the gateway's allow-list). Records
+# of older versions stay valid.
+RECORD_SCHEMA_VERSION = 7
 RECORD_FILE = "record.json"
 WORKSPACE_DIR = "workspace"
 TEMP_PREFIX = ".record."  # write_record's temporary files, next to record.json
@@ -142,8 +143,13 @@ class SandboxReport(_Part):
 class DriverReport(_Part):
     """What the agent's driver adds: model usage and egress, counted by the harness."""
 
-    # Model usage: from the API's usage fields (llm agents); unknown stays None, never 0.
-    tokens_in: int | None = None
+    # Model usage: from the API's usage fields; unknown stays None, never 0.
+    tokens_in: int | None = Field(
+        default=None,
+        description="input tokens of the steps (model replies the agent acted on), exactly as "
+        "the provider reported them; None if a step reported none. Other calls' tokens are "
+        "failed_tokens_in; calls that reported nothing they owed are unknown_usage_calls",
+    )
     tokens_out: int | None = None
     cost_usd: float | None = Field(default=None, description="tokens × the agent spec's prices")
     requests: int | None = Field(default=None, description="model API requests, retries included")
@@ -180,6 +186,23 @@ class DriverReport(_Part):
         default=None,
         description="model calls refused because the agent exceeded its spec's request rate "
         "(the agent's own doing, never a provider fault)",
+    )
+    unknown_usage_calls: int | None = Field(
+        default=None,
+        description="model calls whose usage the provider owed (it took the call) and never "
+        "reported, e.g. a stream broken off before its usage chunk (schema 7): the tokens the "
+        "key paid for exceed tokens_in + failed_tokens_in by an unknown amount; the gateway's "
+        "transcript marks each (usage_unknown, with its call number)",
+    )
+    other_requests: int | None = Field(
+        default=None,
+        description="allowed provider requests that generate nothing and bill no tokens: "
+        "the model list, Anthropic's count_tokens (schema 7; command agents)",
+    )
+    forbidden_requests: int | None = Field(
+        default=None,
+        description="requests off the gateway's allow-list of (method, path), answered 403 "
+        "and never forwarded with the key (schema 7; command agents)",
     )
     # Provider-only egress of command agents: what the harness's allow-listing proxy counted.
     egress_requests: int | None = None

@@ -37,10 +37,14 @@ def classify(
     if interrupted in ("client", "stopped"):
         return CallOutcome("cut", interrupted=True, usage=usage)
     if status >= 500 and code in (UNREACHABLE, TIMED_OUT):
+        # A provider that timed out may have taken the call (its usage is then unknown); an
+        # unreachable one never had it.
         what = "the gateway could not reach the provider"
         if code == TIMED_OUT:
             what = "the provider did not answer in time"
-        return CallOutcome("fault", f"HTTP {status}: {what}", usage=usage)
+        return CallOutcome(
+            "fault", f"HTTP {status}: {what}", usage=usage, usage_due=code == TIMED_OUT
+        )
     if not 200 <= status < 300:
         retry_after = reply.retry_after if reply is not None else None
         return error_status(status, code, retry_after, usage)
@@ -54,8 +58,8 @@ def classify(
 
 
 #: The gateway's own 429 to an agent over its spec's request rate.
-RATE_LIMITED = CallOutcome("refused")
+RATE_LIMITED = CallOutcome("refused", usage_due=False)
 
 #: The gateway's own quota error to an attempt past its spend ceilings (:mod:`.spend`): the
 #: agent's, never a provider fault, whatever status the protocol's quota error has.
-SPEND_REFUSED = CallOutcome("refused")
+SPEND_REFUSED = CallOutcome("refused", usage_due=False)

@@ -8,13 +8,16 @@ status to answer. The answers the gateway gives itself (errors, "busy") are writ
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+
+from runner.gateway.model_requests import Protocol
+from runner.gateway.routes import Allowed
 
 BUFSIZE = 64 * 1024
 MAX_HEADER_BYTES = 64 * 1024
@@ -22,12 +25,8 @@ MAX_HEADERS = 100
 BODY_TIMEOUT = 120.0  # the whole request body
 WRITE_TIMEOUT = 60.0  # the client not reading what we send
 LINGER_SECONDS = 1.0
-ALLOWED_METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_PATH = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*")
-_QUERY = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*")
-_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
@@ -43,11 +42,12 @@ class BadRequest(Exception):
 class ClientRequest:
     method: str
     target: str  # path (+ "?" + query), as sent
-    path: str
+    path: str  # the canonical path if the request is allowed; else the target as sent
     version: str
     headers: list[tuple[str, str]]
     body: bytes
     keep_alive: bool
+    allowed: Allowed | None  # its route; None: forbidden (answered 403, never forwarded)
 
 
 class ClientConnection:
@@ -178,71 +178,26 @@ def header_values(headers: list[tuple[str, str]], name: str) -> list[str]:
     return [v for n, v in headers if n.lower() == name]
 
 
-# The provider endpoints an agent needs, relative to the base path (with or without /v1).
-MODEL_ENDPOINTS = re.compile(
-    r"(/v1)?/(chat/completions|responses(/compact)?|messages(/count_tokens)?|models(/[^/]+)?)/?"
-)
-
-
-def check_target(target: str, base_path: str) -> str:
-    """The target's path, if it may be forwarded; BadRequest (400/404) if not."""
-    if not target.startswith("/"):
-        raise BadRequest(
-            400,
-            "send origin-form requests (a path such as /v1/chat/completions); "
-            "absolute URLs and '*' are not accepted",
-        )
-    path, _, query = target.partition("?")
-    if not _PATH.fullmatch(path) or not _QUERY.fullmatch(query) or _BAD_PERCENT.search(target):
-        raise BadRequest(400, "malformed request target")
-    lowered = path.lower()
-    if "%2f" in lowered or "%5c" in lowered or "%00" in lowered:
-        raise BadRequest(400, "encoded '/', '\\' or NUL in the request path")
-    if any(urllib.parse.unquote(seg) in (".", "..") for seg in path.split("/")):
-        raise BadRequest(400, "'.' and '..' path segments are not accepted")
-    if not (path == base_path or path.startswith(base_path + "/")):
-        raise BadRequest(
-            404,
-            f"the gateway forwards only paths under {base_path or '/'} to the provider, "
-            f"not {path[:200]}",
-        )
-    return path
-
-
-def check_endpoint(path: str, base_path: str) -> None:
-    """Only model endpoints pass: the key pays for whatever the gateway forwards, and files,
-    batches or fine-tuning would spend money that no model call accounts for."""
-    if not MODEL_ENDPOINTS.fullmatch(path[len(base_path) :]):
-        raise BadRequest(
-            403,
-            "the gateway forwards model endpoints only (chat/completions, responses, "
-            f"messages, models), not {path[:200]}",
-        )
-
-
 def read_request(
     client: ClientConnection,
     *,
-    base_path: str,
+    router: Callable[[str, str], Allowed | None],
     max_body_bytes: int,
     idle_timeout: float,
     header_timeout: float,
 ) -> ClientRequest | None:
-    """The client's next request, body included, if the gateway may forward it.
+    """The client's next request, body included, and its route (``router(method, target)``;
+    None: forbidden). The body of a forbidden request is read too, so that the connection
+    can go on after the gateway's 403.
 
     None if the client left between requests; BadRequest (with the status to answer) if the
-    request is malformed, too large, or for something the gateway does not forward.
+    request is malformed or too large.
     """
     head = client.read_head(idle_timeout, header_timeout)
     if head is None:
         return None
     method, target, version, headers = parse_head(head)
-    if method == "CONNECT":
-        raise BadRequest(405, "this is not a proxy: CONNECT is not accepted")
-    if method not in ALLOWED_METHODS:
-        raise BadRequest(405, f"method {method[:20]} is not forwarded")
-    path = check_target(target, base_path)
-    check_endpoint(path, base_path)
+    allowed = router(method, target)
     connection = {
         t.strip().lower() for v in header_values(headers, "connection") for t in v.split(",")
     }
@@ -275,7 +230,8 @@ def read_request(
         body = client.read_chunked(max_body_bytes, deadline)
     else:
         body = client.read_exact(length, deadline) if length else b""
-    return ClientRequest(method, target, path, version, headers, body, keep_alive)
+    path = allowed.path if allowed is not None else target
+    return ClientRequest(method, target, path, version, headers, body, keep_alive, allowed)
 
 
 def reason_phrase(status: int, given: str) -> str:
@@ -292,6 +248,33 @@ def simple_response(status: int, text: str, *, close: bool) -> bytes:
     body = (text.rstrip("\n") + "\n").encode("utf-8")
     head = (
         f"HTTP/1.1 {status} {reason_phrase(status, '')}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def error_response(
+    protocol: Protocol,
+    status: int,
+    error_type: str,
+    code: str,
+    message: str,
+    *,
+    close: bool,
+) -> bytes:
+    """A whole response with an error body in ``protocol``'s shape, which its CLIs read:
+    Anthropic ``{"type": "error", "error": {"type", "message"}}``, OpenAI ``{"error":
+    {"message", "type", "param", "code"}}``."""
+    if protocol == "anthropic-messages":
+        error: dict[str, object] = {
+            "type": "error",
+            "error": {"type": error_type, "message": message},
+        }
+    else:
+        error = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    body = json.dumps(error).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason_phrase(status, '')}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
     )
     return head.encode() + body

@@ -1,10 +1,9 @@
 """What the gateway understands of a model call's request, in the three provider protocols.
 
 Everything here works on bytes and JSON that came from the sandbox, so every function is
-total: odd shapes give ``None``/empty results, never an exception.
+total: odd shapes give ``None``/empty results, never an exception. Which requests are model
+calls is :mod:`.routes`' table.
 
-* :func:`model_call_kind` says whether a request is a model call (a POST to a generation
-  endpoint) and which protocol its reply speaks.
 * :func:`prepare_body` parses a model call's JSON body and, for an OpenAI chat stream, asks
   for the final usage chunk (``stream_options.include_usage``).
 * :func:`summarize_request` keeps what the transcript shows of a request.
@@ -32,25 +31,6 @@ KEPT_REQUEST_KEYS = (
     "thinking",
     "previous_response_id",
 )
-
-
-def model_call_kind(method: str, relative_path: str) -> Protocol | None:
-    """The protocol of a generation endpoint, or None for any other request.
-
-    ``relative_path`` is the request path after the gateway's base path, without query.
-    Detected by endpoint rather than by the configured protocol, so usage is counted even
-    if a CLI uses another endpoint of the same provider.
-    """
-    if method != "POST":
-        return None
-    path = relative_path.rstrip("/")
-    if path.endswith("/chat/completions"):
-        return "openai-chat"
-    if path.endswith("/responses"):
-        return "openai-responses"
-    if path in ("/messages", "/v1/messages"):
-        return "anthropic-messages"
-    return None
 
 
 def prepare_body(kind: Protocol, body: bytes) -> tuple[bytes, Any]:

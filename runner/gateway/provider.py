@@ -18,8 +18,9 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runner.gateway.client_connection import BadRequest, ClientRequest, check_target, header_values
+from runner.gateway.client_connection import ClientRequest, header_values
 from runner.gateway.model_requests import Protocol
+from runner.gateway.routes import canonical_path
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -114,10 +115,11 @@ class ProviderOrigin:
         except ValueError:
             raise ValueError(f"gateway base_url {base_url!r} has an invalid port") from None
         base_path = url.path.rstrip("/")
-        try:
-            check_target(base_path + "/", base_path)
-        except BadRequest:
-            raise ValueError(f"gateway base_url {base_url!r} has an unusable path") from None
+        if base_path and canonical_path(base_path) != base_path:
+            raise ValueError(
+                f"gateway base_url {base_url!r} has an unusable path: write it canonical "
+                "(letters, digits, '.', '_', ':', '-' and single '/', no percent-encoding)"
+            )
         return cls(
             scheme=url.scheme,
             host=url.hostname,

@@ -283,7 +283,11 @@ class ReplyParser:
             if reply.error is None and failed:
                 reply.error = error_of({"error": choice.get("error") or "finish_reason is error"})
         elif self.kind == "openai-responses":
-            reply.terminal = body.get("status") in ("completed", "incomplete")
+            # A response, or what responses/compact answers: a "response.compaction" object
+            # (no status) with its output items and a Responses usage.
+            reply.terminal = body.get("status") in ("completed", "incomplete") or (
+                body.get("object") == "response.compaction" and isinstance(body.get("output"), list)
+            )
         else:
             reply.terminal = body.get("type") == "message"
         try:

@@ -20,21 +20,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.gateway.call_outcomes import TIMED_OUT, UNREACHABLE
+from runner.gateway.call_outcomes import TIMED_OUT, UNREACHABLE, classify
 from runner.gateway.client_connection import (
     WRITE_TIMEOUT,
     BadRequest,
     ClientConnection,
     ClientRequest,
+    error_response,
     read_request,
     reply_and_close,
     simple_response,
 )
-from runner.gateway.model_requests import PROTOCOLS, Protocol, model_call_kind, prepare_body
+from runner.gateway.model_requests import PROTOCOLS, Protocol, prepare_body
 from runner.gateway.provider import ProviderConnection, ProviderOrigin, forwarded_headers
 from runner.gateway.replies import Reply
 from runner.gateway.reply_relay import ReplyRelay
 from runner.gateway.request_rate import RequestRate
+from runner.gateway.routes import MAX_SHOWN_METHOD, Allowed, route, shown
 from runner.gateway.spend import Ceiling, SpendCeilings, SpendMeter, refusal_response
 from runner.gateway.stats import GatewayStats, StatsTally, redact_masked
 from runner.gateway.transcript import MAX_TRANSCRIPT_BYTES, Transcript, capped_request
@@ -160,7 +162,7 @@ class ProviderGateway(SocketServer):
                     try:
                         request = read_request(
                             client,
-                            base_path=self._base_path,
+                            router=self._route,
                             max_body_bytes=self.max_body_bytes,
                             idle_timeout=self.idle_timeout,
                             header_timeout=self.header_timeout,
@@ -171,7 +173,12 @@ class ProviderGateway(SocketServer):
                         return
                     except OSError:  # a silent client, a reset, or stop(): nothing to answer
                         return
-                    if request is None or not self._exchange(client, upstream, request):
+                    if request is None:
+                        return
+                    if request.allowed is None:
+                        if not self._answer_forbidden(client, request):
+                            return
+                    elif not self._exchange(client, upstream, request, request.allowed):
                         return
                     if not request.keep_alive:
                         return
@@ -179,6 +186,36 @@ class ProviderGateway(SocketServer):
                     self._release_body(client)
         finally:
             upstream.close()
+
+    def _route(self, method: str, target: str) -> Allowed | None:
+        return route(self.protocol, method, target, self._base_path)
+
+    def _answer_forbidden(self, client: ClientConnection, request: ClientRequest) -> bool:
+        """Refuse a request off the allow-list (:mod:`.routes`): 403 in the protocol's error
+        shape, never forwarded, counted and transcribed; whether the connection goes on."""
+        self._tally.forbid()
+        method, target = shown(request.method, MAX_SHOWN_METHOD), shown(request.target)
+        self._transcript.write("forbidden", method=method, target=target)
+        message = (
+            f"tmlbench gateway: {method} {target} is not forwarded: this gateway passes only "
+            f"the model calls of the {self.protocol} protocol (and its model list)"
+        )
+        answer = error_response(
+            self.protocol,
+            403,
+            "permission_error",
+            "forbidden",
+            message,
+            close=not request.keep_alive,
+        )
+        if request.method == "HEAD":  # its answer has no body (RFC 9110 9.3.2)
+            answer = answer[: answer.index(b"\r\n\r\n") + 4]
+        try:
+            client.sock.settimeout(WRITE_TIMEOUT)
+            client.sock.sendall(answer)
+        except OSError:
+            return False
+        return request.keep_alive
 
     def _reserve_body(self, size: int) -> None:
         with self._lock:
@@ -196,10 +233,15 @@ class ProviderGateway(SocketServer):
         client.reserved = 0
 
     def _exchange(
-        self, client: ClientConnection, upstream: ProviderConnection, request: ClientRequest
+        self,
+        client: ClientConnection,
+        upstream: ProviderConnection,
+        request: ClientRequest,
+        allowed: Allowed,
     ) -> bool:
-        """Forward one request and stream its reply back; whether the connection goes on."""
-        kind = model_call_kind(request.method, request.path[len(self._base_path) :])
+        """Forward one allowed request (its canonical target) and stream its reply back;
+        whether the connection goes on."""
+        kind = allowed.model_call
         call = self._tally.start_call() if kind is not None else None
         if kind is not None and call is not None and self._rate is not None:
             wait = self._rate.admit()
@@ -211,7 +253,7 @@ class ProviderGateway(SocketServer):
                 return self._answer_spent(client, request, kind, call, ceiling)
         body, summary = self._prepared_body(kind, request.body)
         headers = forwarded_headers(request, body, self.protocol, self._api_key)
-        target = self._origin.request_target(request.target)
+        target = self._origin.request_target(allowed.target)
         started = time.monotonic()
         try:
             response = upstream.send(request.method, target, headers, body)
@@ -238,6 +280,7 @@ class ProviderGateway(SocketServer):
             upstream.close()
         self._log(
             kind,
+            call,
             request,
             relay.status,
             relay.seconds,
@@ -350,7 +393,7 @@ class ProviderGateway(SocketServer):
         if self._stopping:
             reply = Reply(error=(None, "the gateway stopped before the provider answered"))
             self._account(call, kind, 0, seconds, reply, "stopped")
-            self._log(kind, request, 0, seconds, summary, False, reply, "stopped")
+            self._log(kind, call, request, 0, seconds, summary, False, reply, "stopped")
             return False
         timed_out = isinstance(exc, TimeoutError)
         status = 504 if timed_out else 502
@@ -359,7 +402,7 @@ class ProviderGateway(SocketServer):
         code = TIMED_OUT if timed_out else UNREACHABLE
         reply = Reply(error=(code, f"cannot reach the provider: {problem}"))
         self._account(call, kind, status, seconds, reply, None)
-        self._log(kind, request, status, seconds, summary, False, reply, None)
+        self._log(kind, call, request, status, seconds, summary, False, reply, None)
         text = f"tmlbench gateway: cannot reach the provider: {problem}"
         try:
             client.sock.settimeout(WRITE_TIMEOUT)
@@ -371,6 +414,7 @@ class ProviderGateway(SocketServer):
     def _log(
         self,
         kind: Protocol | None,
+        call: int | None,
         request: ClientRequest,
         status: int,
         seconds: float,
@@ -391,8 +435,13 @@ class ProviderGateway(SocketServer):
                         summary = capped_request(kind, json.loads(request.body))
                 else:
                     summary = {"cut": f"not parsed: over {MAX_PARSE_VALUES:,} commas and brackets"}
+        # Classified as the tally classified it (the same pure rule on the same reply).
+        usage_unknown = (
+            kind is not None and classify(kind, status, reply, interrupted).usage_unknown
+        )
         self._transcript.forwarded(
             kind,
+            call,
             request,
             status=status,
             seconds=seconds,
@@ -400,6 +449,7 @@ class ProviderGateway(SocketServer):
             event_stream=event_stream,
             reply=reply,
             interrupted=interrupted,
+            usage_unknown=usage_unknown,
         )
 
     @contextlib.contextmanager

@@ -44,9 +44,11 @@ class GatewayStats(CallCounts):
     forwarded; the record says ``limit_exceeded="spend"``); ``provider_seconds``: wall
     time of the model calls, summed; ``provider_error``: the first authentication (401),
     payment/permission (402/403 on a model call) or quota failure, e.g.
-    ``"HTTP 401 (invalid_api_key): ..."``; ``other_requests``: non-model requests forwarded
-    (``GET /v1/models``, ...); ``rejected``: requests the gateway answered itself (400, 404,
-    405, 413, 431, 503; not the rate limit's 429s).
+    ``"HTTP 401 (invalid_api_key): ..."``; ``other_requests``: allowed requests forwarded
+    that generate nothing and bill no tokens (the model list, Anthropic's count_tokens: see
+    :mod:`.routes`); ``forbidden_requests``: requests off the allow-list, answered 403 by the
+    gateway and never forwarded; ``rejected``: malformed or oversized requests the gateway
+    answered itself (400, 413, 431, 503).
     """
 
     retries: int = 0
@@ -55,6 +57,7 @@ class GatewayStats(CallCounts):
     provider_seconds: float = 0.0
     provider_error: str | None = None
     other_requests: int = 0
+    forbidden_requests: int = 0
     rejected: int = 0
 
     def record_fields(self, prices: Prices | None = None) -> dict[str, object]:
@@ -67,6 +70,8 @@ class GatewayStats(CallCounts):
             "retries": self.retries,
             "provider_seconds": round(self.provider_seconds, 3),
             "rate_limited": self.rate_limited,
+            "other_requests": self.other_requests,
+            "forbidden_requests": self.forbidden_requests,
         }
 
 
@@ -105,6 +110,7 @@ class StatsTally:
         self._provider_seconds = 0.0
         self._provider_error: str | None = None
         self._other_requests = 0
+        self._forbidden_requests = 0
         self._rejected = 0
 
     def snapshot(self) -> GatewayStats:
@@ -121,6 +127,7 @@ class StatsTally:
                     "provider_seconds": self._provider_seconds,
                     "provider_error": self._provider_error,
                     "other_requests": self._other_requests,
+                    "forbidden_requests": self._forbidden_requests,
                     "rejected": self._rejected,
                 }
             )
@@ -129,6 +136,11 @@ class StatsTally:
         """A request the gateway answered itself."""
         with self._lock:
             self._rejected += 1
+
+    def forbid(self) -> None:
+        """A request off the allow-list, refused (403) and never forwarded."""
+        with self._lock:
+            self._forbidden_requests += 1
 
     def start_call(self) -> int:
         """Number a model call as it starts: the unrecovered faults go by this order."""

@@ -116,6 +116,7 @@ class Transcript:
     def forwarded(
         self,
         kind: Protocol | None,
+        call: int | None,
         request: ClientRequest,
         *,
         status: int,
@@ -124,10 +125,13 @@ class Transcript:
         event_stream: bool,
         reply: Reply | None,
         interrupted: str | None,
+        usage_unknown: bool = False,
     ) -> None:
         """The line of one forwarded request: ``model_call`` or ``request`` (see the package doc).
 
-        ``summary``: the request body's summary (:func:`capped_request`), None if not JSON.
+        ``call``: a model call's number; ``summary``: the request body's summary
+        (:func:`capped_request`), None if not JSON; ``usage_unknown``: the provider owed the
+        call's usage and did not report it.
         """
         error = reply.error if reply is not None else None
         path = request.path[:500]
@@ -149,6 +153,7 @@ class Transcript:
         if "error" in shown:
             shown["error"] = redact_masked(shown["error"])
         entry: dict[str, object] = {
+            "call": call,
             "protocol": kind,
             "method": request.method,
             "path": path,
@@ -161,6 +166,8 @@ class Transcript:
         }
         if interrupted is not None:
             entry["interrupted"] = interrupted
+        if usage_unknown:
+            entry["usage_unknown"] = True
         self.write("model_call", **entry)
 
 

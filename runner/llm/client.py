@@ -219,7 +219,7 @@ class ChatClient:
             return Failure(status, f"network error: {what}", provider_cut())
         else:
             fault = "the provider closed the connection before its reply"
-        call = CallOutcome("fault", fault, interrupted=sent)
+        call = CallOutcome("fault", fault, interrupted=sent, usage_due=sent)
         return Failure(status, f"network error: {what}", call)
 
 

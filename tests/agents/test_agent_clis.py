@@ -50,6 +50,12 @@ def run(paths, monkeypatch, agent: AgentSpec, script: list, budget: int, backend
     return record, provider, run_dir
 
 
+def calls_of(run_dir) -> list[str]:
+    """The gateway's transcript lines other than model calls: what a CLI sent besides them."""
+    lines = (run_dir / "transcript.jsonl").read_text().splitlines()
+    return [line for line in lines if '"model_call"' not in line]
+
+
 def _ids(agents):
     return [a.id for a in agents]
 
@@ -68,6 +74,8 @@ def test_the_cli_solves_the_task_by_running_the_commands_its_model_writes(
     assert provider.requests and all(r.authorized for r in provider.requests)
     assert provider.mismatches == []
     assert record.requests == len(provider.requests) >= 2
+    # The gateway's allow-list blocks none of the CLI's own calls (a 403 here is a regression).
+    assert (record.forbidden_requests, record.other_requests) == (0, 0), calls_of(run_dir)
     assert record.tokens_in and record.tokens_out and record.steps >= 2
     assert record.cost_usd is None or record.cost_usd > 0
     calls = [json.loads(line) for line in (run_dir / "transcript.jsonl").read_text().splitlines()]

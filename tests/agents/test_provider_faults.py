@@ -123,6 +123,11 @@ def check_rule(record: RunRecord, served: list, protocol: str) -> list[str]:
     )
     cuts = sum(1 for s in faults if s.spec["kind"] == "cut")
     assert record.interrupted_calls == cuts
+    # A 200 reply the provider failed or cut before it reported its usage owed it: unknown
+    # (Anthropic reports it first, in message_start); an error status (what a fault is when
+    # the CLI did not ask for a stream) bills nothing.
+    unreported = [s for s in faults if s.status == 200 and not s.prompt_tokens]
+    assert record.unknown_usage_calls == len(unreported), met
     assert record.rate_limited == 0
     trailing = 0
     for s in reversed(served):

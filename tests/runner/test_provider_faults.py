@@ -36,11 +36,14 @@ class Call:
         if self.kind == "step":
             return CallOutcome("step", usage=self.tokens)
         if self.kind == "fault":
-            return CallOutcome("fault", "HTTP 503", self.interrupted, self.tokens)
+            # A fault broken off mid-reply was taken (its usage owed); a 503 status was not.
+            return CallOutcome(
+                "fault", "HTTP 503", self.interrupted, self.tokens, usage_due=self.interrupted
+            )
         if self.kind == "budget":
             return CallOutcome("cut", interrupted=True, usage=self.tokens)
         if self.kind == "agent":
-            return CallOutcome("refused", usage=self.tokens)
+            return CallOutcome("refused", usage=self.tokens, usage_due=False)
         return None
 
 
@@ -92,6 +95,14 @@ def oracle(sequence: list[Call], ended: set[int]) -> tuple[dict[str, object], in
         "provider_faults": sum(c.kind == "fault" for c in done),
         "failed_tokens_in": sum(t[0] for t in failed) if sequence else None,
         "failed_tokens_out": sum(t[1] for t in failed) if sequence else None,
+        # Owed and not reported: calls in flight, and taken calls that ended without usage.
+        "unknown_usage_calls": len(sequence)
+        - len(done)
+        + sum(
+            c.tokens is None
+            and (c.kind in ("step", "budget") or (c.kind == "fault" and c.interrupted))
+            for c in done
+        ),
     }
     return fields, len(trailing), trailing[-MAX_EVIDENCE:]
 

@@ -81,6 +81,9 @@ create table if not exists raw.runs (
     failed_tokens_in        bigint,
     failed_tokens_out       bigint,
     rate_limited            integer,
+    unknown_usage_calls     integer,
+    other_requests          integer,
+    forbidden_requests      integer,
     record_notes            varchar[],
 
     task_spec_sha256        varchar,
@@ -139,6 +142,10 @@ alter table raw.runs add column if not exists failed_tokens_out bigint;
 alter table raw.runs add column if not exists rate_limited integer;
 alter table raw.runs add column if not exists trivial_score double;
 alter table raw.runs add column if not exists record_notes varchar[];
+-- Record schema 7: the gateway's allow-list and the calls whose usage is unknown.
+alter table raw.runs add column if not exists unknown_usage_calls integer;
+alter table raw.runs add column if not exists other_requests integer;
+alter table raw.runs add column if not exists forbidden_requests integer;
 -- Imported results may lack what every tmlbench record has (older TML-bench databases have no
 -- budget, model or provenance columns): NULL there means "not recorded by the source".
 alter table raw.runs alter column harness_version drop not null;

@@ -69,6 +69,11 @@ renamed as (
         failed_tokens_in,
         failed_tokens_out,
         rate_limited,
+        -- calls whose usage the provider owed and never reported; the gateway's other and
+        -- forbidden requests (record schema 7; null: older records, or no gateway)
+        unknown_usage_calls,
+        other_requests,
+        forbidden_requests,
         record_notes,
         -- the trivial prediction's score on the run's holdout (null: imported, or older records)
         trivial_score,

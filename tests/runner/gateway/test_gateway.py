@@ -361,7 +361,7 @@ def test_openai_key_replaced_and_client_credentials_dropped(tmp_path: Path):
     with gateway(tmp_path) as g:
         g.upstream.answers.append(Answer(body=json.dumps(CHAT_JSON).encode()))
         response, data = g.post(
-            "/v1/chat/completions?x=1",
+            "/v1/chat/completions",
             REQUEST,
             {
                 "Authorization": f"Bearer {PLACEHOLDER_KEY}",
@@ -375,7 +375,7 @@ def test_openai_key_replaced_and_client_credentials_dropped(tmp_path: Path):
         )
         assert response.status == 200 and json.loads(data) == CHAT_JSON
         seen = g.upstream.seen[0]
-        assert seen.path == "/v1/chat/completions?x=1"
+        assert seen.path == "/v1/chat/completions"
         assert seen.headers.get_all("Authorization") == [f"Bearer {REAL_KEY}"]
         for name in ("x-api-key", "Cookie", "OpenAI-Organization", "Proxy-Authorization"):
             assert seen.headers.get(name) is None, name
@@ -457,6 +457,9 @@ def test_usage_and_reply_for_each_protocol(tmp_path: Path, protocol: str, stream
             "failed_tokens_in": 0,
             "failed_tokens_out": 0,
             "rate_limited": 0,
+            "unknown_usage_calls": 0,
+            "other_requests": 0,
+            "forbidden_requests": 0,
         }
     call = g.events()[1]
     assert call["protocol"] == protocol and call["stream"] is stream
@@ -560,7 +563,8 @@ def test_error_inside_a_2xx_stream_is_a_retry_not_a_step(tmp_path: Path):
         g.upstream.answers.append(Answer(content_type="text/event-stream", chunks=chunks))
         g.post("/v1/messages", REQUEST)
         stats = g.gateway.stats()
-        assert (stats.steps, stats.retries, stats.usage_missing) == (0, 1, False)
+        # A 200 reply that reported no usage: what the provider consumed is unknown.
+        assert (stats.steps, stats.retries, stats.usage_missing) == (0, 1, True)
     assert g.events()[1]["reply"] == {"error": "(overloaded_error) Overloaded"}
 
 
@@ -595,13 +599,24 @@ def test_a_chat_body_whose_finish_reason_is_error_is_a_fault_and_one_without_is_
 
 def test_only_model_endpoints_are_forwarded_with_the_key(tmp_path: Path):
     with gateway(tmp_path) as g:
+        conn = UnixHTTPConnection(g.socket)  # kept alive across the refusals
         for target in ("/v1/files", "/v1/batches", "/v1/fine_tuning/jobs", "/v1/models/a/b"):
-            conn = UnixHTTPConnection(g.socket)
             conn.request("POST", target, body=b"{}")
             response = conn.getresponse()
             assert response.status == 403, target
-            assert b"model endpoints only" in response.read()
-        assert g.upstream.seen == [] and g.gateway.stats().rejected == 4
+            error = json.loads(response.read())["error"]
+            assert error["code"] == "forbidden" and f"POST {target} is not" in error["message"]
+        stats = g.gateway.stats()
+        assert g.upstream.seen == [] and (stats.forbidden_requests, stats.rejected) == (4, 0)
+        assert stats.record_fields()["forbidden_requests"] == 4
+    forbidden = [e for e in g.events() if e["event"] == "forbidden"]
+    assert [e["target"] for e in forbidden] == [
+        "/v1/files",
+        "/v1/batches",
+        "/v1/fine_tuning/jobs",
+        "/v1/models/a/b",
+    ]
+    assert {e["method"] for e in forbidden} == {"POST"}
 
 
 def test_non_model_requests_and_paths_outside_the_base(tmp_path: Path):
@@ -615,10 +630,10 @@ def test_non_model_requests_and_paths_outside_the_base(tmp_path: Path):
             conn = UnixHTTPConnection(g.socket)
             conn.request("POST", target, body=b"{}")
             response = conn.getresponse()
-            assert response.status == 404, target
-            assert b"only paths under /v1" in response.read()
+            assert response.status == 403, target
+            assert b"is not forwarded" in response.read()
         stats = g.gateway.stats()
-        assert (stats.other_requests, stats.requests, stats.rejected) == (1, 0, 4)
+        assert (stats.other_requests, stats.requests, stats.forbidden_requests) == (1, 0, 4)
         assert [s.path for s in g.upstream.seen] == ["/v1/models"]
     assert g.events()[1] == {
         **g.events()[1],
@@ -632,13 +647,14 @@ def test_non_model_requests_and_paths_outside_the_base(tmp_path: Path):
 BAD_REQUESTS = {
     b"garbage\r\n\r\n": 400,
     b"GET /v1/models HTTP/2.0\r\n\r\n": 400,
-    b"CONNECT api.openai.com:443 HTTP/1.1\r\nHost: x\r\n\r\n": 405,
-    b"TRACE /v1/models HTTP/1.1\r\n\r\n": 405,
-    b"GET http://evil.example/v1/models HTTP/1.1\r\n\r\n": 400,
-    b"GET /v1/../admin HTTP/1.1\r\n\r\n": 400,
-    b"GET /v1/%2e%2e/admin HTTP/1.1\r\n\r\n": 400,
-    b"GET /v1/a%2F..%2F..%2Fadmin HTTP/1.1\r\n\r\n": 400,
-    b"GET /v1/models%zz HTTP/1.1\r\n\r\n": 400,
+    # Well-formed but off the allow-list: forbidden (403), counted apart from the malformed.
+    b"CONNECT api.openai.com:443 HTTP/1.1\r\nHost: x\r\n\r\n": 403,
+    b"TRACE /v1/models HTTP/1.1\r\n\r\n": 403,
+    b"GET http://evil.example/v1/models HTTP/1.1\r\n\r\n": 403,
+    b"GET /v1/../admin HTTP/1.1\r\n\r\n": 403,
+    b"GET /v1/%2e%2e/admin HTTP/1.1\r\n\r\n": 403,
+    b"GET /v1/a%2F..%2F..%2Fadmin HTTP/1.1\r\n\r\n": 403,
+    b"GET /v1/models%zz HTTP/1.1\r\n\r\n": 403,
     b"GET /v1/models HTTP/1.1\r\nBad Header: x\r\n\r\n": 400,
     b"GET /v1/models HTTP/1.1\r\n folded: x\r\n\r\n": 400,
     b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n": 400,
@@ -673,7 +689,12 @@ def test_malformed_and_oversized_requests_are_refused_and_the_gateway_keeps_serv
         assert g.upstream.seen == []
         response, _ = g.post("/v1/chat/completions", REQUEST)
         assert response.status == 200
-        assert g.gateway.stats().rejected == len(BAD_REQUESTS) + 1
+        forbidden = sum(status == 403 for status in BAD_REQUESTS.values())
+        stats = g.gateway.stats()
+        assert (stats.rejected, stats.forbidden_requests) == (
+            len(BAD_REQUESTS) - forbidden + 1,
+            forbidden,
+        )
 
 
 def test_chunked_request_body_and_expect_continue(tmp_path: Path):
@@ -863,9 +884,10 @@ def test_a_reply_the_provider_breaks_off_is_a_retry(tmp_path: Path):
             response.read()  # the CLI sees the break, and retries
         conn.close()
         stats = g.gateway.stats()
-        assert (stats.requests, stats.steps, stats.retries, stats.usage_missing) == (1, 0, 1, False)
+        assert (stats.requests, stats.steps, stats.retries, stats.usage_missing) == (1, 0, 1, True)
     call = g.events()[1]
     assert call["interrupted"] == "upstream" and call["reply"]["text"] == "hel"
+    assert (call["usage"], call["usage_unknown"]) == (None, True)
 
 
 def test_a_client_that_leaves_mid_stream_is_neither_step_nor_retry(tmp_path: Path):
@@ -885,8 +907,18 @@ def test_a_client_that_leaves_mid_stream_is_neither_step_nor_retry(tmp_path: Pat
         while g.gateway.stats().requests == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         stats = g.gateway.stats()
-        assert (stats.requests, stats.steps, stats.retries, stats.usage_missing) == (1, 0, 0, False)
-    assert g.events()[1]["interrupted"] == "client"
+        # Dropped before its usage chunk: interrupted, and its usage unknown, never guessed.
+        assert (stats.requests, stats.steps, stats.retries, stats.usage_missing) == (1, 0, 0, True)
+        fields = stats.record_fields()
+        assert (fields["interrupted_calls"], fields["unknown_usage_calls"]) == (1, 1)
+        assert (fields["tokens_in"], fields["tokens_out"]) == (0, 0)  # no step: none, exactly
+    call = g.events()[1]
+    assert (call["call"], call["interrupted"], call["usage"], call["usage_unknown"]) == (
+        1,
+        "client",
+        None,
+        True,
+    )
 
 
 def test_provider_timeout_is_a_504_retry(tmp_path: Path):
@@ -901,16 +933,16 @@ def test_head_and_http_1_0(tmp_path: Path):
     with gateway(tmp_path) as g:
         g.upstream.answers.append(Answer(body=b'{"data": []}'))
         conn = UnixHTTPConnection(g.socket)
-        conn.request("HEAD", "/v1/models")
+        conn.request("HEAD", "/v1/models")  # no model CLI needs it: forbidden
         response = conn.getresponse()
-        assert response.status == 200 and response.read() == b""
+        assert response.status == 403 and response.read() == b""
         conn.request("GET", "/v1/models")  # the same connections go on
-        assert conn.getresponse().read() == b"{}"
+        assert conn.getresponse().read() == b'{"data": []}'
         conn.close()
         answer = raw(g.socket, b"GET /v1/models HTTP/1.0\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 200 ") and b"Connection: close" in answer
         assert answer.endswith(b"\r\n\r\n{}")
-        assert g.gateway.stats().other_requests == 3
+        assert (g.gateway.stats().other_requests, g.gateway.stats().forbidden_requests) == (2, 1)
 
 
 def test_official_openai_client_and_the_scripted_provider(tmp_path: Path):
@@ -926,65 +958,93 @@ def test_official_openai_client_and_the_scripted_provider(tmp_path: Path):
         reply(tool_calls=[call("bash", {"cmd": "pwd"})], usage=(40, 6)),
         reply("hello", usage=(50, 7)),
     ]
-    sock = tmp_path / "gw.sock"
-    with (
-        ScriptedProvider(script, api_key=REAL_KEY) as provider,
-        ProviderGateway(
-            sock,
-            protocol="openai-chat",
-            base_url=provider.base_url,
+
+    def through(protocol: str, base_url: str) -> ProviderGateway:
+        """A gateway for ``protocol``: each passes only its own protocol's routes."""
+        return ProviderGateway(
+            tmp_path / f"{protocol}.sock",
+            protocol=protocol,  # type: ignore[arg-type]
+            base_url=base_url,
             api_key=REAL_KEY,
-            transcript_path=tmp_path / "transcript.jsonl",
-        ) as gw,
-    ):
-        client = openai.OpenAI(
+            transcript_path=tmp_path / f"{protocol}.jsonl",
+        )
+
+    def sdk(gw: ProviderGateway):
+        transport = httpx.HTTPTransport(uds=str(gw.socket_path))
+        return openai.OpenAI(
             base_url=gateway_url("/v1"),
             api_key=PLACEHOLDER_KEY,
             max_retries=0,
-            http_client=httpx.Client(transport=httpx.HTTPTransport(uds=str(sock))),
+            http_client=httpx.Client(transport=transport),
         )
-        tools = [
-            {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
-        ]
-        messages = [{"role": "user", "content": "go"}]
-        first = client.chat.completions.create(model=provider.model, messages=messages)
-        assert first.choices[0].message.content == "hi"
-        stream = client.chat.completions.create(
-            model=provider.model, messages=messages, tools=tools, stream=True
-        )
-        chunks = list(stream)
-        assert any(c.usage and c.usage.prompt_tokens == 20 for c in chunks)
-        done = client.responses.create(model=provider.model, input="go")
-        assert done.output_text == "done"
-        with client.responses.stream(model=provider.model, input="go", tools=[
-            {"type": "function", "name": "bash", "parameters": {"type": "object"}}
-        ]) as events:  # fmt: skip
-            final = events.get_final_response()
-        assert final.usage is not None and final.usage.input_tokens == 40
-        # Anthropic Messages, streamed, by hand (no SDK here)
-        conn = UnixHTTPConnection(sock)
-        conn.request(
-            "POST",
-            "/v1/messages",
-            body=json.dumps(
-                {
-                    "model": provider.model,
-                    "max_tokens": 100,
-                    "stream": True,
-                    "messages": [{"role": "user", "content": "go"}],
-                }
-            ),
-            headers={"x-api-key": PLACEHOLDER_KEY, "anthropic-version": "2023-06-01"},
-        )
-        response = conn.getresponse()
-        assert response.status == 200 and b"message_stop" in response.read()
-        conn.close()
-        stats = gw.stats()
+
+    with ScriptedProvider(script, api_key=REAL_KEY) as provider:
+        with through("openai-chat", provider.base_url) as chat:
+            client = sdk(chat)
+            tools = [
+                {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
+            ]
+            messages = [{"role": "user", "content": "go"}]
+            first = client.chat.completions.create(model=provider.model, messages=messages)
+            assert first.choices[0].message.content == "hi"
+            stream = client.chat.completions.create(
+                model=provider.model, messages=messages, tools=tools, stream=True
+            )
+            chunks = list(stream)
+            assert any(c.usage and c.usage.prompt_tokens == 20 for c in chunks)
+            assert [m.id for m in client.models.list()] == [provider.model]
+            with pytest.raises(openai.PermissionDeniedError, match="is not forwarded"):
+                client.responses.create(model=provider.model, input="go")  # not its protocol
+        with through("openai-responses", provider.base_url) as responses:
+            client = sdk(responses)
+            done = client.responses.create(model=provider.model, input="go")
+            assert done.output_text == "done"
+            with client.responses.stream(model=provider.model, input="go", tools=[
+                {"type": "function", "name": "bash", "parameters": {"type": "object"}}
+            ]) as events:  # fmt: skip
+                final = events.get_final_response()
+            assert final.usage is not None and final.usage.input_tokens == 40
+        with through("anthropic-messages", provider.root_url) as anthropic:
+            # Anthropic Messages, streamed, by hand (no SDK here), as Claude Code asks
+            conn = UnixHTTPConnection(anthropic.socket_path)
+            conn.request(
+                "POST",
+                "/v1/messages?beta=true",
+                body=json.dumps(
+                    {
+                        "model": provider.model,
+                        "max_tokens": 100,
+                        "stream": True,
+                        "messages": [{"role": "user", "content": "go"}],
+                    }
+                ),
+                headers={"x-api-key": PLACEHOLDER_KEY, "anthropic-version": "2023-06-01"},
+            )
+            response = conn.getresponse()
+            assert response.status == 200 and b"message_stop" in response.read()
+            conn.close()
+        all_stats = [gw.stats() for gw in (chat, responses, anthropic)]
         assert provider.mismatches == []
-        assert (stats.tokens_in, stats.tokens_out) == provider.usage_totals() == (150, 25)
-        assert (stats.requests, stats.steps, stats.usage_missing) == (5, 5, False)
-    calls = [e for e in map(json.loads, (tmp_path / "transcript.jsonl").read_text().splitlines()) if e["event"] == "model_call"]  # fmt: skip
+        totals = (sum(s.tokens_in for s in all_stats), sum(s.tokens_out for s in all_stats))
+        assert totals == provider.usage_totals() == (150, 25)
+        assert [(s.requests, s.steps, s.usage_missing) for s in all_stats] == [
+            (2, 2, False),
+            (2, 2, False),
+            (1, 1, False),
+        ]
+        assert [(s.other_requests, s.forbidden_requests) for s in all_stats] == [
+            (1, 1),
+            (0, 0),
+            (0, 0),
+        ]
+    calls = [
+        e
+        for protocol in ("openai-chat", "openai-responses", "anthropic-messages")
+        for e in map(json.loads, (tmp_path / f"{protocol}.jsonl").read_text().splitlines())
+        if e["event"] == "model_call"
+    ]
     assert [c["reply"].get("text") for c in calls] == ["hi", "", "done", "", "hello"]
+    assert [c["call"] for c in calls] == [1, 2, 1, 2, 1]
     assert [c["reply"]["tool_calls"][0]["name"] for c in calls if c["reply"]["tool_calls"]] == [
         "bash",
         "bash",
