@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.gateway.model_requests import Protocol
+from runner.terminal import printable
 
 CountedAs = Literal["model_call", "other"]
 
@@ -160,20 +161,9 @@ def route(protocol: Protocol, method: str, target: str, base_path: str) -> Allow
 
 
 def shown(text: str, limit: int = MAX_SHOWN_TARGET) -> str:
-    """``text`` from the sandbox as the transcript may show it: printable ASCII, every other
-    character escaped (``\\x1b``), at most ``limit`` characters and a note of what was cut."""
-    out: list[str] = []
-    size = 0
-    for i, char in enumerate(text):
-        piece = _shown_char(char)
-        size += len(piece)
-        if size > limit:
-            return "".join(out) + f" [... {len(text) - i} more characters]"
-        out.append(piece)
-    return "".join(out)
-
-
-def _shown_char(char: str) -> str:
-    if char.isascii() and char.isprintable() and char != "\\":
-        return char
-    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+    """``text`` from the sandbox as the transcript may show it: escaped as a terminal may show
+    it (:func:`runner.terminal.printable`), cut to ``limit`` characters with a note of the rest."""
+    escaped = printable(text)
+    if len(escaped) <= limit:
+        return escaped
+    return f"{escaped[:limit]} [... {len(escaped) - limit} more characters]"

@@ -22,11 +22,13 @@ The arithmetic, with every call in flight counted conservatively:
 - once a call is refused, every later one is too (the meter is *broken*, for good).
 
 Defaults come from the attempt's budget (:func:`default_ceilings`), per minute of it, for at
-least :data:`MIN_DEFAULT_MINUTES` minutes: a CLI that is thinking, running commands and reading
-their output makes a few calls a minute (a reply takes seconds to generate), so 30 a minute is
-several times what a working agent makes and half of what the default request rate
-(``requests_per_minute`` 60) would let through, while an agent that loops without working
-reaches it in minutes instead of emptying the account.
+least :data:`MIN_DEFAULT_MINUTES` minutes. They are there to stop a runaway (2,946 calls and
+294.6 M tokens in 40 s), never to bind on an agent at work, since a binding ceiling would move
+its score: 60 calls a minute is what the default request rate (``requests_per_minute`` 60)
+lets through anyway; 2 M tokens a minute is about twice a heavy CLI's peak (Claude Code late in
+a session: 8 or so calls a minute, each reading 100-150 k tokens of cached context, all of it
+counted as input); $2 a minute is those tokens at Sonnet-class input prices. A spec that knows
+its agent sets them tighter.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ from runner.provider_faults import Prices
 
 Ceiling = Literal["requests", "tokens", "cost_usd"]
 
-REQUESTS_PER_BUDGET_MINUTE = 30
-TOKENS_PER_BUDGET_MINUTE = 1_000_000  # 30 calls of ~33k tokens of context each
-USD_PER_BUDGET_MINUTE = 1.0
+REQUESTS_PER_BUDGET_MINUTE = 60  # what the default request rate lets through, no more
+TOKENS_PER_BUDGET_MINUTE = 2_000_000  # twice a heavy CLI's peak (see the module doc)
+USD_PER_BUDGET_MINUTE = 2.0
 MIN_DEFAULT_MINUTES = 5  # short budgets (smoke runs, tests) still start up: CLIs' first calls
 
 _WHAT = {"requests": "model calls", "tokens": "tokens", "cost_usd": "dollars"}

@@ -156,7 +156,7 @@ class SpendSpec(Frozen):
     """Per-attempt ceilings on what the agent's model calls may use (``runner.gateway.spend``).
 
     Each left out defaults from the attempt's budget, per minute of it (for at least 5
-    minutes): 30 model calls, 1,000,000 tokens and, with ``prices``, $1.00. Past a ceiling the
+    minutes): 60 model calls, 2,000,000 tokens and, with ``prices``, $2.00. Past a ceiling the
     gateway answers model calls with its protocol's quota error and the attempt ends as a
     broken cap (``limit_exceeded: spend``, ``runtime_error``).
     """

@@ -210,10 +210,10 @@ def test_concurrent_calls_never_pass_the_request_ceiling() -> None:
 
 def test_default_ceilings_come_from_the_budget() -> None:
     twenty_minutes = default_ceilings(1200, prices=PRICES)
-    assert (twenty_minutes.requests, twenty_minutes.tokens) == (600, 20_000_000)
-    assert twenty_minutes.cost_usd == 20.0
+    assert (twenty_minutes.requests, twenty_minutes.tokens) == (1200, 40_000_000)
+    assert twenty_minutes.cost_usd == 40.0
     short = default_ceilings(30)  # at least five minutes' worth; no prices, no cost ceiling
-    assert (short.requests, short.tokens, short.cost_usd) == (150, 5_000_000, None)
+    assert (short.requests, short.tokens, short.cost_usd) == (300, 10_000_000, None)
     given_ = default_ceilings(1200, requests=7, tokens=99, cost_usd=0.5, prices=PRICES)
     assert (given_.requests, given_.tokens, given_.cost_usd) == (7, 99, 0.5)
     with pytest.raises(ValueError, match="cost ceiling needs prices"):
