@@ -239,32 +239,40 @@ def pass_k(runs: pd.DataFrame, board: Leaderboard, n: int) -> pd.DataFrame:
         made, successes = len(own), int((own["status"] == "success").sum())
         scale = scales.get((setting[1], setting[2]))
         points = (
-            sorted(
+            [
                 _attempt_points(status, value, scale)
                 for status, value in zip(own["status"], own["score_hib"], strict=True)
-            )
+            ]
             if scale is not None
             else None
         )
         for k in range(1, n + 1):
             defined = k <= made
-            worst = (
-                sum(v * comb(made - i, k - 1) for i, v in enumerate(points, start=1))
-                / comb(made, k)
-                if defined and points is not None
-                else np.nan
-            )
+            worst = expected_min(points, k) if defined and points is not None else np.nan
             rows.append(
                 {
                     **dict(zip(SETTING, setting, strict=True)),
                     "k": k,
                     "agent_attempts": made,
                     "successes": successes,
-                    "pass_k": comb(successes, k) / comb(made, k) if defined else np.nan,
+                    "pass_k": pass_hat_k(made, successes, k) if defined else np.nan,
                     "expected_worst_points": worst,
                 }
             )
     return pd.DataFrame(rows)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """τ-bench's pass^k of one setting: C(c, k) / C(n, k), for 1 <= k <= n."""
+    return comb(c, k) / comb(n, k)
+
+
+def expected_min(values: list[float], k: int) -> float:
+    """The expected minimum of a uniformly random k-subset of ``values`` (1 <= k <= len), from
+    the order statistics: sorted ascending, the i-th is the minimum in C(n − i, k − 1) of the
+    C(n, k) subsets."""
+    ordered, n = sorted(values), len(values)
+    return sum(v * comb(n - i, k - 1) for i, v in enumerate(ordered, start=1)) / comb(n, k)
 
 
 def agent_pass_k(settings: pd.DataFrame) -> pd.DataFrame:
