@@ -384,6 +384,15 @@ def success_rates(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
     )
 
 
+def pass_k(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per (agent, k = 1..N): mean pass^k and mean expected worst points of k attempts
+    over its settings, and how many settings each mean is over (``marts.agent_pass_k``)."""
+    where, params = _where(filters)
+    return _read(
+        con, f"select * from marts.agent_pass_k where true{where} order by agent_id, k", params
+    )
+
+
 def status_counts(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """agent_id, status, attempts: one row per agent and status (``display.status_counts_display``)."""
     where, params = _where(filters)

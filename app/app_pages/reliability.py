@@ -15,6 +15,7 @@ from app.app_pages._common import (
     table,
 )
 from app.columns import label, tooltips
+from app.reliability_charts import pass_k_chart
 
 RATE_COLUMNS = [
     "agent_id",
@@ -96,6 +97,23 @@ else:
         .properties(height=alt.Step(36)),
         width="stretch",
     )
+
+st.subheader("Reliability under repetition (pass^k)")
+st.caption(
+    "pass^k: the chance that k attempts of a setting all succeed, estimated without bias from "
+    "the n attempts made (c successes) as C(c, k) / C(n, k) (τ-bench), over the attempts the "
+    "success rate counts; the mean over the agent's settings with at least k attempts. A line "
+    "that falls fast is an agent that succeeds often but not every time. Below it, the expected "
+    "worst normalized points of k attempts (a failure scores 0): what repeating costs in score."
+)
+repeated = query("pass_k", path, filters)
+if repeated["mean_pass_k"].notna().any():
+    st.altair_chart(pass_k_chart(repeated), width="stretch")
+    if repeated["mean_expected_worst_points"].notna().any():
+        st.altair_chart(pass_k_chart(repeated, "mean_expected_worst_points"), width="stretch")
+    download(repeated, "pass_k")
+else:
+    st.info("No agent has an attempt of its own yet.")
 
 st.subheader("Run-to-run stability")
 st.caption(

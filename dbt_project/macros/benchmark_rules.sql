@@ -51,3 +51,33 @@
         order by round({{ score }}, {{ var('rank_round_digits') }}) desc
     )
 {%- endmacro %}
+
+{#- The ratio of two falling factorials, Π_{j=0..terms−1} (top − j) ÷ (bottom − j): C(top, terms)
+    ÷ C(bottom, terms) as a product of `terms` factors, each at most 1 when top ≤ bottom, so it
+    neither overflows (a factorial of 171 already does in a double) nor loses the exactness of
+    small counts; a factor top − j = 0 makes it 0 (C(top, terms) = 0 when terms > top). 1 for
+    terms = 0 (the empty product). The caller keeps terms ≤ bottom. -#}
+{% macro falling_ratio(top, bottom, terms) -%}
+    coalesce(
+        list_product(list_transform(
+            range({{ terms }}), lambda j: ({{ top }} - j)::double / ({{ bottom }} - j)
+        )),
+        1.0
+    )
+{%- endmacro %}
+
+{#- An attempt's points on its cell's primary scale (normalized_scores), for the per-attempt
+    reliability marts: the linear map the cell applies to its settings' medians (anchored at the
+    trivial score; `low`/`high`: the lowest and highest median taking part), applied to one
+    attempt's higher-is-better score and kept within [0, 1]. An attempt below the anchor gets 0,
+    as a setting does; a failed attempt (no score) gets 0, the scale's floor; a scale without a
+    span (one taking-part median, or all equal) gives 0.5, as it gives its settings. -#}
+{% macro attempt_points(succeeded, value, anchor, low, high) -%}
+    case
+        when not {{ succeeded }} then 0.0
+        when coalesce({{ below_anchor(value, anchor) }}, false) then 0.0
+        when {{ high }} > {{ low }}
+        then greatest(0.0, least(1.0, ({{ value }} - {{ low }}) / ({{ high }} - {{ low }})))
+        else 0.5
+    end
+{%- endmacro %}

@@ -9,8 +9,14 @@
     {{ return(['harness_error', 'provider_error']) }}
 {%- endmacro %}
 
+{#- Whether an attempt is the agent's own (every status but not_the_agents_statuses): what the
+    success rate counts, and what every per-attempt reliability mart (setting_pass_k) counts. -#}
+{% macro agents_own_attempt(status='status') -%}
+    {{ status }} not in ('{{ not_the_agents_statuses() | join("', '") }}')
+{%- endmacro %}
+
 {% macro status_counts() -%}
-        {%- set own = "status not in ('" ~ not_the_agents_statuses() | join("', '") ~ "')" %}
+        {%- set own = agents_own_attempt() %}
         count(*)::bigint as attempts,
         count(*) filter (where {{ own }})::bigint as agent_attempts,
         count(*) filter (where status = 'success')::bigint as successes,

@@ -295,7 +295,9 @@ def test_settings_page_plots_counted_attempts(app_snapshot: Path, monkeypatch):
 
 def test_reliability_and_time_scaling_extras(app_snapshot: Path, monkeypatch):
     at = _run("app_pages/reliability.py", app_snapshot, monkeypatch)
-    assert len(_charts(at)) == 4  # status, provider faults, stability, performance vs stability
+    # status, provider faults, pass^k and expected worst points, stability, perf. vs stability
+    assert len(_charts(at)) == 6
+    assert "Reliability under repetition (pass^k)" in [h.value for h in at.subheader]
     assert "Performance vs. stability" in [h.value for h in at.subheader]
     # alpha's two provider_error attempts are the provider's: apart, not in its success rate
     assert "Provider faults (not the agent's)" in [h.value for h in at.subheader]

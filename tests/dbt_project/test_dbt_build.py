@@ -71,6 +71,11 @@ PUBLIC_MARTS = {
         "run_id", "task_id", "submission_normalized_sha256", "agent_id", "budget_seconds",
         "n_twins", "n_same_setting_twins", "n_other_agent_twins",
     ],
+    "setting_pass_k": [
+        "agent_id", "task_id", "budget_seconds", "k", "agent_attempts", "successes", "pass_k",
+        "expected_worst_points",
+    ],
+    "agent_pass_k": ["agent_id", "k", "mean_pass_k", "mean_expected_worst_points"],
 }  # fmt: skip
 
 
@@ -403,6 +408,7 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
     downstream = ["normalized_scores", "task_ranks", "leaderboard", "rank_stability"]
     downstream += ["time_scaling", "time_scaling_monotone", "leaderboard_uncertainty"]
     downstream += ["leaderboard_rank_probabilities", "setting_costs", "agent_costs"]
+    downstream += ["setting_pass_k", "agent_pass_k"]  # the attempts' points: the same scale
     assert {f"marts.{name}" for name in downstream} <= sane.keys()
     for name, frame in sane.items():
         pd.testing.assert_frame_equal(absurd[name], frame, obj=name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pandas as pd
@@ -9,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.leaderboard_reference import compute_leaderboard, normalize
+from tests.support.leaderboard_reference import (
+    compute_leaderboard,
+    expected_min,
+    normalize,
+    pass_hat_k,
+)
 from tests.support.records import make_record as rec
 
 
@@ -198,3 +204,24 @@ def test_a_partial_suite_file_is_provisional_and_ranks_no_incomplete_agent():
     assert (board.settings_complete, board.settings_expected) == (1, 4)
     seen = compute_leaderboard(records, n=2)  # an import's rule: the settings seen
     assert not seen.provisional and seen.ranking["agent_id"].tolist() == ["const"]
+
+
+# 200 generated settings: up to 9 attempts, each a failure (None, worth 0 points) or points
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])), min_size=1, max_size=9
+    )
+)
+def test_pass_k_and_expected_min_equal_the_enumeration_of_every_k_subset(attempts):
+    """The reference's closed forms (which the marts are cross-checked against) equal the mean
+    over every k-subset of the attempts, enumerated: the share whose attempts all succeeded
+    (pass^k) and the mean of their minimum points (a failure 0)."""
+    n, c = len(attempts), sum(a is not None for a in attempts)
+    points = [0.0 if a is None else a for a in attempts]
+    for k in range(1, n + 1):
+        subsets = list(itertools.combinations(range(n), k))
+        all_succeed = sum(all(attempts[i] is not None for i in s) for s in subsets)
+        assert pass_hat_k(n, c, k) == pytest.approx(all_succeed / len(subsets), abs=1e-12)
+        worst = sum(min(points[i] for i in s) for s in subsets) / len(subsets)
+        assert expected_min(points, k) == pytest.approx(worst, abs=1e-12)

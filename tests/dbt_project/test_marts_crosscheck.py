@@ -39,10 +39,12 @@ from tests.support.dbt_warehouse import (
 from tests.support.leaderboard_reference import (
     CELL,
     SETTING,
+    agent_pass_k,
     below_trivial,
     cell_anchors,
     compute_leaderboard,
     counted_attempts,
+    pass_k,
     records_frame,
 )
 from tests.support.leaderboard_reference import success_rates as reference_success_rates
@@ -151,6 +153,14 @@ def make_records() -> list[RunRecord]:
                             trivial_score=trivial,
                         )
                     )
+    # epsilon/rmse/900 (3 successes) gets a 4th attempt of its own, a failure: with N = 5, its
+    # pass^4 is 0 (k > c, k <= n) and its pass^5 undefined (k > n)
+    records.append(
+        run_record(
+            "epsilon", "rmse", 900, 50, status="timeout",
+            direction="minimize", run_id="epsilon-rmse-900-t",
+        )
+    )  # fmt: skip
     # every status appears at least once
     records.append(run_record("beta", "auc", 60, 99, status="harness_error", run_id="beta-h"))
     records.append(run_record("beta", "auc", 60, 99, status="provider_error", run_id="beta-p"))
@@ -628,6 +638,35 @@ def test_run_stability(built, boards):
         ),
         ["suite_id", "agent_id"],
     )
+
+
+def test_pass_k(built, runs, boards):
+    """pass^k and the expected worst points per (setting, k) and their means per (agent, k),
+    every suite with its own N (main 5, side 3): settings with failures, with k above their
+    successes and above their own attempts, and an agent the leaderboard does not rank are all
+    in the data (checked below, so the comparison cannot pass on a corner the data lacks); a
+    cell nobody normalized (points null) is setting_pass_k's dbt unit test."""
+    settings = per_suite(
+        {
+            suite: pass_k(suite_runs, boards[suite], ATTEMPTS[suite])
+            for suite, suite_runs in by_suite(runs)
+        }
+    )
+    actual = read_mart(built[0], "setting_pass_k")
+    assert_same(actual, settings, [*KEY, "k"])
+    assert (settings["pass_k"].eq(0) & settings["successes"].gt(0)).any()  # k > c > 0
+    assert (settings["pass_k"].isna() & settings["agent_attempts"].gt(0)).any()  # k > n > 0
+    assert settings["pass_k"].between(0, 1, inclusive="neither").any()  # failures
+    assert settings["expected_worst_points"].between(0, 1, inclusive="neither").any()
+    # a cell's scale places the attempts of an agent it does not rank (epsilon) too
+    assert settings.loc[settings["agent_id"].eq("epsilon"), "expected_worst_points"].notna().any()
+    agents = per_suite(
+        {
+            suite: agent_pass_k(suite_settings.drop(columns="suite_id"))
+            for suite, suite_settings in settings.groupby("suite_id")
+        }
+    )
+    assert_same(read_mart(built[0], "agent_pass_k"), agents, ["suite_id", "agent_id", "k"])
 
 
 def test_time_scaling(built, boards):

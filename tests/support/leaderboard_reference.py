@@ -18,13 +18,18 @@ This independent recomputation exists only so the tests can cross-check the mart
   cell without one, and the paper's points everywhere (points_paper), min-max scale over every
   ranked agent;
 - primary score: per task the best budget's points, then the mean over tasks (the same on the
-  paper's points: the *_paper variants).
+  paper's points: the *_paper variants);
+- reliability under repetition (``pass_k``), per setting and k = 1..N over the agent's own
+  attempts (n, of which c succeeded): τ-bench's pass^k = C(c, k) / C(n, k), and the expected
+  worst points of k attempts drawn without replacement (each attempt placed on its cell's
+  primary scale, a failure 0), from the order statistics; both undefined for k > n.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from math import comb
 
 import numpy as np
 import pandas as pd
@@ -219,3 +224,88 @@ def _ranking(
     table["rel_iqr"] = rel_iqr.groupby(counted["agent_id"]).median()
     table.insert(0, "rank", table["best_budget"].rank(method="min", ascending=False).astype(int))
     return table.reset_index().sort_values(["rank", "agent_id"]).reset_index(drop=True)
+
+
+NOT_THE_AGENTS = ("harness_error", "provider_error")
+
+
+def pass_k(runs: pd.DataFrame, board: Leaderboard, n: int) -> pd.DataFrame:
+    """One row per (setting with an attempt, k = 1..n): agent_attempts, successes, pass_k and
+    expected_worst_points, from one suite's ``runs`` and its ``board`` (the cells' scales)."""
+    scales = _cell_scales(board)
+    rows = []
+    for setting, attempts in runs.groupby(SETTING, sort=True):
+        own = attempts[~attempts["status"].isin(NOT_THE_AGENTS)]
+        made, successes = len(own), int((own["status"] == "success").sum())
+        scale = scales.get((setting[1], setting[2]))
+        points = (
+            [
+                _attempt_points(status, value, scale)
+                for status, value in zip(own["status"], own["score_hib"], strict=True)
+            ]
+            if scale is not None
+            else None
+        )
+        for k in range(1, n + 1):
+            defined = k <= made
+            worst = expected_min(points, k) if defined and points is not None else np.nan
+            rows.append(
+                {
+                    **dict(zip(SETTING, setting, strict=True)),
+                    "k": k,
+                    "agent_attempts": made,
+                    "successes": successes,
+                    "pass_k": pass_hat_k(made, successes, k) if defined else np.nan,
+                    "expected_worst_points": worst,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """τ-bench's pass^k of one setting: C(c, k) / C(n, k), for 1 <= k <= n."""
+    return comb(c, k) / comb(n, k)
+
+
+def expected_min(values: list[float], k: int) -> float:
+    """The expected minimum of a uniformly random k-subset of ``values`` (1 <= k <= len), from
+    the order statistics: sorted ascending, the i-th is the minimum in C(n − i, k − 1) of the
+    C(n, k) subsets."""
+    ordered, n = sorted(values), len(values)
+    return sum(v * comb(n - i, k - 1) for i, v in enumerate(ordered, start=1)) / comb(n, k)
+
+
+def agent_pass_k(settings: pd.DataFrame) -> pd.DataFrame:
+    """Per (agent, k): the means of pass_k and expected_worst_points over the settings where
+    they are defined, and how many settings that was."""
+    grouped = settings.groupby(["agent_id", "k"])
+    return grouped.agg(
+        settings=("pass_k", "size"),
+        settings_with_pass_k=("pass_k", "count"),
+        mean_pass_k=("pass_k", "mean"),
+        settings_with_worst_points=("expected_worst_points", "count"),
+        mean_expected_worst_points=("expected_worst_points", "mean"),
+    ).reset_index()
+
+
+def _cell_scales(board: Leaderboard) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """(task, budget) → (anchor, low, high): the trivial score (NaN: none) and the lowest and
+    highest ranked median taking part in the primary points (NaN: none)."""
+    frame = board.points.merge(board.settings[[*SETTING, "median_score_hib"]], on=SETTING)
+    scales = {}
+    for (task, budget), cell in frame.groupby(CELL):
+        taking = cell.loc[cell["below_trivial"].ne(True), "median_score_hib"].astype(float)
+        anchor = float(cell["trivial_score_hib"].iloc[0])
+        scales[(task, budget)] = (anchor, taking.min(), taking.max())
+    return scales
+
+
+def _attempt_points(status: str, value: float, scale: tuple[float, float, float]) -> float:
+    anchor, low, high = scale
+    if status != "success":
+        return 0.0
+    if not np.isnan(anchor) and value < anchor - TRIVIAL_TOLERANCE * max(1.0, abs(anchor)):
+        return 0.0
+    if high > low:
+        return min(1.0, max(0.0, (value - low) / (high - low)))
+    return 0.5
