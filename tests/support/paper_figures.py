@@ -23,6 +23,7 @@ import functools
 import importlib
 import sys
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -31,6 +32,7 @@ import pandas as pd
 
 PACKAGE = "tests.support.tml_bench_original"
 SCRIPTS = ("render_v6_leaderboard_plots", "render_v6_key_results_plots")
+TABLES_SCRIPT = "update_profiled1_fiverun_tables"  # results.md's 5-run tables: who is complete
 PLOTTING = ("matplotlib", "matplotlib.pyplot", "seaborn")
 
 # The CSVs the two scripts write (the paper's docs/paper/paper_assets_v3/tables/*.csv).
@@ -79,6 +81,23 @@ def render(db: Path, canonical_models: list[tuple[str, str]], out_dir: Path) -> 
         with (
             mock.patch.multiple(script, **inputs),
             mock.patch.object(sys, "argv", [f"{script.__name__}.py", "--out-dir", str(out_dir)]),
+            warnings.catch_warnings(),
         ):
+            # pandas 2.3 warns that the leaderboard script's fillna(0.5) on an object column
+            # will stop downcasting in pandas 3; today it still gives the script's floats.
+            warnings.simplefilter("ignore", FutureWarning)
             assert script.main() == 0
     return {name: pd.read_csv(out_dir / f"{name}.csv") for name in TABLES}
+
+
+def complete_models(db: Path) -> list[str]:
+    """The model ids the paper's own rule finds complete in ``db`` (5 successes in every one of
+    the 12 competition × profile cells): the list ``update_profiled1_fiverun_tables`` writes
+    into results.md ("Complete models in scope"), from which the paper froze its
+    ``CANONICAL_MODELS``."""
+    tables = importlib.import_module(f"{PACKAGE}.{TABLES_SCRIPT}")
+    with mock.patch.multiple(tables, REPO_ROOT=db.parent, SOURCE_DBS=[db.name]):
+        lines = tables._render_tables().splitlines()
+    start = lines.index("Complete models in scope:") + 1
+    end = lines.index("", start)
+    return [line.strip("- `") for line in lines[start:end]]
