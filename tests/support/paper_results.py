@@ -19,7 +19,8 @@ IQR are known. What the figures need and the data has:
 * time scaling that is not monotone, both in the raw medians (gpt-oss on churn 240→600 s,
   GLM-4.6 on traffic 600→1200 s) and in points only (Qwen on s5e10 240→600 s: its RMSE
   improves, 0.062 → 0.061, while it falls from the middle of the cell to its bottom);
-* runs written to the database in an order that is not their created_at order.
+* runs written to the database in an order that is not their created_at order, with run ids
+  numbered against it.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def runs() -> list[RunResult]:
                     attempts.append(("success", score))
             for n, (status, score) in enumerate(attempts):
                 minute += 1
-                run_id = f"{model[1].split('/')[-1]}_{comp}_{budget}_{n}"
+                # numbered against time: ordering by run_id instead of created_at would show
+                run_id = f"{model[1].split('/')[-1]}_{comp}_{budget}_{len(attempts) - n}"
                 created = (START + dt.timedelta(minutes=minute)).isoformat()
                 out.append(
                     tb.result(
