@@ -18,7 +18,10 @@ This independent recomputation exists only so the tests can cross-check the mart
   cell without one, and the paper's points everywhere (points_paper), min-max scale over every
   ranked agent;
 - primary score: per task the best budget's points, then the mean over tasks (the same on the
-  paper's points: the *_paper variants).
+  paper's points: the *_paper variants);
+- an (agent, task) curve is monotone when the agent's own higher-is-better median never gets
+  worse as the budget grows (equal is not worse, one budget is monotone): not the points, which
+  move with the other agents of the cell.
 """
 
 from __future__ import annotations
@@ -120,7 +123,27 @@ def normalize(settings: pd.DataFrame, anchors: pd.DataFrame | None = None) -> pd
         below_trivial=below.astype(object).where(anchor.notna(), None),
         trivial_score_hib=anchor,
     )
-    return frame[[*SETTING, "trivial_score_hib", "below_trivial", "points", "points_paper"]]
+    return frame[
+        [*SETTING, "median_score_hib", "trivial_score_hib", "below_trivial", "points", "points_paper"]
+    ]
+
+
+def monotone_shares(points: pd.DataFrame) -> pd.DataFrame:
+    """Per agent: its (agent, task) curves, those whose own higher-is-better median never gets
+    worse as the budget grows (ties are not worse; a missing median is), and their share."""
+
+    def never_worse(medians: pd.Series) -> bool:
+        values = medians.to_numpy(dtype=float)
+        return bool((values[1:] >= values[:-1]).all())  # NaN compares False
+
+    curves = (
+        points.sort_values("budget_seconds")
+        .groupby(["agent_id", "task_id"])["median_score_hib"]
+        .apply(never_worse)
+    )
+    shares = curves.groupby("agent_id").agg(curves="size", monotone_curves="sum")
+    shares["share_monotone"] = shares["monotone_curves"] / shares["curves"]
+    return shares.reset_index()
 
 
 def below_trivial(value: pd.Series, anchor: pd.Series) -> pd.Series:
