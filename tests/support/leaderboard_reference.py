@@ -123,9 +123,8 @@ def normalize(settings: pd.DataFrame, anchors: pd.DataFrame | None = None) -> pd
         below_trivial=below.astype(object).where(anchor.notna(), None),
         trivial_score_hib=anchor,
     )
-    return frame[
-        [*SETTING, "median_score_hib", "trivial_score_hib", "below_trivial", "points", "points_paper"]
-    ]
+    medians = ["median_score_hib", "trivial_score_hib", "below_trivial"]
+    return frame[[*SETTING, *medians, "points", "points_paper"]]
 
 
 def monotone_shares(points: pd.DataFrame) -> pd.DataFrame:
