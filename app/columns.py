@@ -183,7 +183,10 @@ COLUMNS: dict[str, Column] = {
     "relation": Column("Relation"),
     "is_counted": Column("Counted", "check"),
     # time scaling
-    "monotone": Column("Monotone curves", help="Curves that never get worse / curves."),
+    "monotone": Column(
+        "Monotone curves",
+        help="Curves whose own median score never gets worse as the budget grows / curves.",
+    ),
     "share_monotone": Column("Share monotone", "bar"),
     "monotone_curves": Column("Monotone", "count"),
     "curves": Column("Curves", "count"),

@@ -439,7 +439,8 @@ def time_scaling(con: duckdb.DuckDBPyConnection, filters: Filters | None = None)
 def time_scaling_monotone(
     con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 ) -> pd.DataFrame:
-    """One row per ranked agent: how many of its curves never get worse as the budget grows."""
+    """One row per ranked agent: how many of its curves (its own median per task) never get worse
+    as the budget grows."""
     where, params = _where(filters)
     return _read(
         con,

@@ -58,8 +58,10 @@ download(scaling, "time_scaling")
 
 st.subheader("Monotone curves")
 st.caption(
-    "A curve is one agent's normalized points on one task over the budgets; it is monotone when "
-    "it never gets worse as the budget grows (✓). Per agent: monotone curves / curves."
+    "A curve is one agent on one task over the budgets; it is monotone (✓) when the agent's own "
+    "median score never gets worse as the budget grows (equal is not worse). The points shown "
+    "beside it also move with the other agents, so a monotone curve's points may fall. "
+    "Per agent: monotone curves / curves."
 )
 shares = query("time_scaling_monotone", path, filters)
 curves = query("monotone_curves", path, filters)

@@ -23,6 +23,9 @@ This independent recomputation exists only so the tests can cross-check the mart
   attempts (n, of which c succeeded): τ-bench's pass^k = C(c, k) / C(n, k), and the expected
   worst points of k attempts drawn without replacement (each attempt placed on its cell's
   primary scale, a failure 0), from the order statistics; both undefined for k > n.
+- an (agent, task) curve is monotone when the agent's own higher-is-better median never gets
+  worse as the budget grows (equal is not worse, one budget is monotone): not the points, which
+  move with the other agents of the cell.
 """
 
 from __future__ import annotations
@@ -125,7 +128,26 @@ def normalize(settings: pd.DataFrame, anchors: pd.DataFrame | None = None) -> pd
         below_trivial=below.astype(object).where(anchor.notna(), None),
         trivial_score_hib=anchor,
     )
-    return frame[[*SETTING, "trivial_score_hib", "below_trivial", "points", "points_paper"]]
+    medians = ["median_score_hib", "trivial_score_hib", "below_trivial"]
+    return frame[[*SETTING, *medians, "points", "points_paper"]]
+
+
+def monotone_shares(points: pd.DataFrame) -> pd.DataFrame:
+    """Per agent: its (agent, task) curves, those whose own higher-is-better median never gets
+    worse as the budget grows (ties are not worse; a missing median is), and their share."""
+
+    def never_worse(medians: pd.Series) -> bool:
+        values = medians.to_numpy(dtype=float)
+        return bool((values[1:] >= values[:-1]).all())  # NaN compares False
+
+    curves = (
+        points.sort_values("budget_seconds")
+        .groupby(["agent_id", "task_id"])["median_score_hib"]
+        .apply(never_worse)
+    )
+    shares = curves.groupby("agent_id").agg(curves="size", monotone_curves="sum")
+    shares["share_monotone"] = shares["monotone_curves"] / shares["curves"]
+    return shares.reset_index()
 
 
 def below_trivial(value: pd.Series, anchor: pd.Series) -> pd.Series:

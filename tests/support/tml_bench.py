@@ -28,6 +28,9 @@ from tests.support.tml_bench_original.result import (
 
 CHURN = "bank-customer-churn-ict-u-ai"  # auc
 TRAFFIC = "foot-traffic-wuerzburg-retail-forecasting-2-0"  # rmse
+S5E10 = "playground-series-s5e10"  # rmse
+S6E1 = "playground-series-s6e1"  # rmse
+METRICS = {CHURN: "auc", TRAFFIC: "rmse", S5E10: "rmse", S6E1: "rmse"}  # as their spec.yaml say
 GLM = ("chutes", "zai-org/GLM-4.6-FP8")
 QWEN = ("chutes", "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8")
 
@@ -51,7 +54,7 @@ def result(
     submission: str | None = None,
 ) -> RunResult:
     """A run as run_one.py records it (``submission``: the content hashed, default per run)."""
-    metric = {CHURN: "auc", TRAFFIC: "rmse"}.get(competition, "auc")
+    metric = METRICS.get(competition, "auc")
     success = status == "success"
     prov = (
         Provenance(

@@ -1,6 +1,6 @@
 -- The time-scaling page's grid, one row per (suite, ranked agent, task) curve: whether it is monotone
--- (int_time_scaling_curves, whose rule marts.time_scaling_monotone counts) and its points in
--- budget order, formatted for the page.
+-- (its own median never gets worse: int_time_scaling_curves, whose rule marts.time_scaling_monotone
+-- counts) and its points in budget order, formatted for the page.
 with
 
 curves as (

@@ -1,5 +1,5 @@
--- Per (suite, covered agent): the share of its (agent, task) curves whose normalized points
--- never decrease as the budget grows (the curves and their rule: int_time_scaling_curves).
+-- Per (suite, covered agent): the share of its (agent, task) curves whose own higher-is-better
+-- median never gets worse as the budget grows (the curves and their rule: int_time_scaling_curves).
 with
 
 curves as (
