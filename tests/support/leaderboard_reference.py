@@ -313,9 +313,8 @@ def agent_pass_k(settings: pd.DataFrame) -> pd.DataFrame:
 def _cell_scales(board: Leaderboard) -> dict[tuple[str, int], tuple[float, float, float]]:
     """(task, budget) → (anchor, low, high): the trivial score (NaN: none) and the lowest and
     highest ranked median taking part in the primary points (NaN: none)."""
-    frame = board.points.merge(board.settings[[*SETTING, "median_score_hib"]], on=SETTING)
     scales = {}
-    for (task, budget), cell in frame.groupby(CELL):
+    for (task, budget), cell in board.points.groupby(CELL):  # points carry their medians
         taking = cell.loc[cell["below_trivial"].ne(True), "median_score_hib"].astype(float)
         anchor = float(cell["trivial_score_hib"].iloc[0])
         scales[(task, budget)] = (anchor, taking.min(), taking.max())
