@@ -10,6 +10,7 @@ times in the bundle are the data's own (the first and last attempt's ``created_a
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import html
 import io
@@ -60,9 +61,16 @@ class ReportManifest:
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """A frame as CSV: the models' column names, floats as ``repr``, nulls empty, \\n lines."""
+    """A frame as CSV: the models' column names, floats as ``repr`` (pandas' own writer keeps 16
+    significant digits, which does not always read back as the same double), nulls empty,
+    \\n line ends."""
     out = io.StringIO()
-    frame.to_csv(out, index=False, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(frame.columns)
+    for row in records(frame):
+        writer.writerow(
+            "" if v is None else repr(v) if isinstance(v, float) else v for v in row.values()
+        )
     return out.getvalue()
 
 
@@ -273,11 +281,7 @@ RULES = (
 
 
 def _figure_html(name: str, title: str, caption: str, svg: str | None) -> str:
-    body = (
-        svg
-        if svg is not None
-        else "<p class='empty'>No rows to plot for this suite (yet).</p>"
-    )
+    body = svg if svg is not None else "<p class='empty'>No rows to plot for this suite (yet).</p>"
     return (
         f"<figure id='fig-{name}' data-figure='{name}'><figcaption><b>{html.escape(title)}</b> "
         f"— {html.escape(caption)} <a href='figures/{name}.csv'>CSV</a></figcaption>"
@@ -396,8 +400,11 @@ def write_report(con: duckdb.DuckDBPyConnection, suite_id: str, out_dir: Path) -
 
     written["LEADERBOARD.csv"] = csv_text(board).encode()
     written["LEADERBOARD.json"] = json_text(
-        {"suite_id": suite_id, "provisional": bool(provenance["suite"].get("provisional")),
-         "rows": records(board)}
+        {
+            "suite_id": suite_id,
+            "provisional": bool(provenance["suite"].get("provisional")),
+            "rows": records(board),
+        }
     ).encode()
     written["LEADERBOARD.md"] = leaderboard_markdown(suite_id, provenance, board).encode()
     written["LEADERBOARD.html"] = (
@@ -415,8 +422,13 @@ def write_report(con: duckdb.DuckDBPyConnection, suite_id: str, out_dir: Path) -
     provisional = bool(provenance["suite"].get("provisional"))
     (out_dir / "manifest.json").write_text(
         json_text(
-            {"suite_id": suite_id, "tmlbench_version": __version__, "provisional": provisional,
-             "empty_figures": list(empty), "files": files}
+            {
+                "suite_id": suite_id,
+                "tmlbench_version": __version__,
+                "provisional": provisional,
+                "empty_figures": list(empty),
+                "files": files,
+            }
         ),
         encoding="utf-8",
     )

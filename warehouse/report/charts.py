@@ -25,7 +25,9 @@ def leaderboard_scores(board: pd.DataFrame, with_interval: bool) -> alt.LayerCha
     """One variant's scores as bars, best first, with the primary score's 95% interval as a rule
     (``with_interval``: score_low and score_high, the bootstrap of the primary variant only)."""
     y = alt.Y("agent_id:N", sort=alt.EncodingSortField("score", order="descending"), title=None)
-    hover = [c for c in ("agent_id", "score", "coverage", "contamination", "duplicates") if c in board]
+    hover = [
+        c for c in ("agent_id", "score", "coverage", "contamination", "duplicates") if c in board
+    ]
     bars = (
         alt.Chart(board)
         .mark_bar()

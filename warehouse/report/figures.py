@@ -85,8 +85,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "performance_vs_stability",
         "Performance vs. stability",
-        "Each ranked agent's primary score against its run-to-run relative IQR: top left is "
-        "best.",
+        "Each ranked agent's primary score against its run-to-run relative IQR: top left is best.",
         "select agent_id, rank, score, run_rel_iqr, run_settings from display.reliability_display "
         "where suite_id = ? and rank is not null and run_rel_iqr is not null "
         "order by rank, agent_id",
