@@ -34,7 +34,9 @@ def bundles(app_snapshot: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def test_two_reports_of_one_warehouse_are_identical_byte_for_byte(bundles):
@@ -124,8 +126,8 @@ MART_OF_FIGURE = {
     ),
     "tokens": (
         "select agent_id, direction, tokens from (unpivot (select agent_id, tokens_in_total as "
-        "\"in\", tokens_out_total as \"out\" from marts.agent_costs where suite_id = 'demo') "
-        "on \"in\", \"out\" into name direction value tokens)",
+        '"in", tokens_out_total as "out" from marts.agent_costs where suite_id = \'demo\') '
+        'on "in", "out" into name direction value tokens)',
         ["agent_id", "direction"],
     ),
 }
@@ -191,20 +193,26 @@ def test_leaderboard_files_agree(bundles):
     ],
 )
 def test_write_report_refuses_an_unknown_or_an_empty_suite(app_snapshot, tmp_path, suite, message):
-    with duckdb.connect(str(app_snapshot), read_only=True) as con:
-        with pytest.raises(TmlbenchError, match=message):
-            write_report(con, suite, tmp_path / "out")
+    with (
+        duckdb.connect(str(app_snapshot), read_only=True) as con,
+        pytest.raises(TmlbenchError, match=message),
+    ):
+        write_report(con, suite, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
 def test_cli_writes_the_bundle_and_refuses_with_what_to_run(app_snapshot, tmp_path):
     env = {**os.environ, "TMLBENCH_WAREHOUSE": str(tmp_path / "absent.duckdb")}
     out = tmp_path / "bundle"
-    done = tmlbench(env, "report", "--suite", "demo", "--warehouse", str(app_snapshot), "--out", str(out))
+    done = tmlbench(
+        env, "report", "--suite", "demo", "--warehouse", str(app_snapshot), "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert "provisional" in done.stdout and (out / "manifest.json").is_file()
     refused = tmlbench(env, "report", "--suite", "idle", "--warehouse", str(app_snapshot))
-    assert refused.returncode != 0 and "tmlbench bench --suite idle" in refused.stdout + refused.stderr
+    assert (
+        refused.returncode != 0 and "tmlbench bench --suite idle" in refused.stdout + refused.stderr
+    )
     missing = tmlbench(env, "report", "--suite", "demo")
     assert missing.returncode != 0 and "no warehouse at" in missing.stdout + missing.stderr
     assert "absent.duckdb" in io.StringIO(missing.stdout + missing.stderr).getvalue()

@@ -87,7 +87,7 @@ def _plain(value: Any) -> Any:
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [
-        {k: _plain(v) for k, v in row.items()}
+        {str(k): _plain(v) for k, v in row.items()}
         for row in frame.astype(object).to_dict(orient="records")
     ]
 

@@ -9,11 +9,16 @@ shared column table (``warehouse/report/columns.py``).
 
 from __future__ import annotations
 
+from typing import Any, TypeAlias
+
 import altair as alt
 import pandas as pd
 
 from warehouse.report.columns import label, tooltips
 
+# An Altair chart (Chart or LayerChart): Altair's builder methods are untyped (Any to mypy), so
+# the precise class would be a claim mypy cannot check.
+Drawing: TypeAlias = Any
 ROW = alt.Step(24)  # pixels per agent in the bar charts
 GRID_ROW = alt.Step(26)  # pixels per agent or task row of the rank charts and grids
 # a 0..1 axis padded both ends: an agent at 0 or 1 is drawn whole, off the axis
@@ -21,7 +26,7 @@ POINTS_SCALE = alt.Scale(domain=[-0.05, 1.05], nice=False)
 POINTS_AXIS = alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
 
 
-def leaderboard_scores(board: pd.DataFrame, with_interval: bool) -> alt.LayerChart:
+def leaderboard_scores(board: pd.DataFrame, with_interval: bool) -> Drawing:
     """One variant's scores as bars, best first, with the primary score's 95% interval as a rule
     (``with_interval``: score_low and score_high, the bootstrap of the primary variant only)."""
     y = alt.Y("agent_id:N", sort=alt.EncodingSortField("score", order="descending"), title=None)
@@ -47,7 +52,7 @@ def leaderboard_scores(board: pd.DataFrame, with_interval: bool) -> alt.LayerCha
     return alt.layer(*layers).properties(height=ROW)
 
 
-def status_shares(counts: pd.DataFrame) -> alt.Chart:
+def status_shares(counts: pd.DataFrame) -> Drawing:
     """Each agent's attempts by status, as shares of its attempts (``status_counts_display``)."""
     shown = counts[counts["attempts"] > 0]
     return (
@@ -63,7 +68,7 @@ def status_shares(counts: pd.DataFrame) -> alt.Chart:
     )
 
 
-def success_rates(rates: pd.DataFrame) -> alt.Chart:
+def success_rates(rates: pd.DataFrame) -> Drawing:
     """Each agent's success rate (successes ÷ its own attempts), best first."""
     return (
         alt.Chart(rates)
@@ -85,7 +90,7 @@ def success_rates(rates: pd.DataFrame) -> alt.Chart:
 FAULTS = ("agent_failures", "provider_errors", "provider_faults")
 
 
-def provider_faults(faults: pd.DataFrame) -> alt.Chart:
+def provider_faults(faults: pd.DataFrame) -> Drawing:
     """Per agent, its failures beside the provider's faults: rows of agent_id, count (the label
     of one of ``FAULTS``) and n."""
     return (
@@ -108,7 +113,7 @@ def provider_faults(faults: pd.DataFrame) -> alt.Chart:
     )
 
 
-def run_stability(stable: pd.DataFrame) -> alt.Chart:
+def run_stability(stable: pd.DataFrame) -> Drawing:
     """Each agent's run-to-run relative IQR (lower = steadier), steadiest first."""
     return (
         alt.Chart(stable)
@@ -124,7 +129,7 @@ def run_stability(stable: pd.DataFrame) -> alt.Chart:
     )
 
 
-def performance_vs_stability(scatter: pd.DataFrame) -> alt.LayerChart:
+def performance_vs_stability(scatter: pd.DataFrame) -> Drawing:
     """Each ranked agent's primary score against its run-to-run relative IQR."""
     # both scales from 0 (a padded top): the spread's differences between agents are often a
     # few thousandths, which a domain fitted to the data would draw as a wall-to-wall gap
@@ -144,7 +149,7 @@ def performance_vs_stability(scatter: pd.DataFrame) -> alt.LayerChart:
     )
 
 
-def rank_std(stability: pd.DataFrame, ranks: pd.DataFrame) -> alt.LayerChart:
+def rank_std(stability: pd.DataFrame, ranks: pd.DataFrame) -> Drawing:
     """Each ranked agent's mean task rank ± the sample standard deviation over tasks, in the
     order of ``stability`` (the mart's: mean rank)."""
     band = stability.assign(
@@ -175,7 +180,7 @@ def rank_std(stability: pd.DataFrame, ranks: pd.DataFrame) -> alt.LayerChart:
     ).properties(height=GRID_ROW)
 
 
-def rank_heatmap(ranks: pd.DataFrame, agent_order: list[str]) -> alt.LayerChart:
+def rank_heatmap(ranks: pd.DataFrame, agent_order: list[str]) -> Drawing:
     """Each ranked agent's rank on each task: tasks down the side (their ids are long: full
     labels, never cut), agents across in ``agent_order`` (their mean rank's)."""
     heat = alt.Chart(ranks).encode(
@@ -198,7 +203,7 @@ def rank_heatmap(ranks: pd.DataFrame, agent_order: list[str]) -> alt.LayerChart:
     ).properties(height=GRID_ROW)
 
 
-def time_scaling(scaling: pd.DataFrame) -> alt.Chart:
+def time_scaling(scaling: pd.DataFrame) -> Drawing:
     """Each ranked agent's mean normalized points at each budget (log scale)."""
     # the axis spans the suite's budgets (a fifth of a log step of padding each side), ticked at
     # exactly those budgets: a "nice" log domain (100 to 10,000 for 240-1200 s) left it
@@ -223,7 +228,7 @@ def time_scaling(scaling: pd.DataFrame) -> alt.Chart:
     )
 
 
-def marginal_gains(gains: pd.DataFrame) -> alt.Chart:
+def marginal_gains(gains: pd.DataFrame) -> Drawing:
     """Each ranked agent's change of mean points per budget step (``time_scaling_gains``)."""
     steps = gains.assign(
         step=gains["from_budget_seconds"].astype(str) + "→" + gains["to_budget_seconds"].astype(str)
@@ -246,7 +251,7 @@ def marginal_gains(gains: pd.DataFrame) -> alt.Chart:
     )
 
 
-def monotonicity_rate(shares: pd.DataFrame) -> alt.Chart:
+def monotonicity_rate(shares: pd.DataFrame) -> Drawing:
     """Each ranked agent's share of curves (one per task) that never get worse as the budget
     grows (``time_scaling_monotone``), best first."""
     return (
@@ -266,7 +271,7 @@ def monotonicity_rate(shares: pd.DataFrame) -> alt.Chart:
     )
 
 
-def monotone_grid(curves: pd.DataFrame) -> alt.LayerChart:
+def monotone_grid(curves: pd.DataFrame) -> Drawing:
     """Each (agent, task) curve: monotone (✓) or not (✗) (``time_scaling_curves``)."""
     marked = curves.assign(mark=curves["is_monotone"].map({True: "✓", False: "✗"}))
     grid = alt.Chart(marked).encode(  # tasks down the side: full labels, never cut
@@ -286,7 +291,7 @@ def monotone_grid(curves: pd.DataFrame) -> alt.LayerChart:
     ).properties(height=GRID_ROW)
 
 
-def points_per_dollar(ratio: pd.DataFrame) -> alt.Chart:
+def points_per_dollar(ratio: pd.DataFrame) -> Drawing:
     """Each agent's primary score per dollar of a counted attempt (known costs only)."""
     return (
         alt.Chart(ratio)
@@ -305,7 +310,7 @@ def points_per_dollar(ratio: pd.DataFrame) -> alt.Chart:
     )
 
 
-def tokens(long: pd.DataFrame) -> alt.Chart:
+def tokens(long: pd.DataFrame) -> Drawing:
     """Each agent's tokens in and out over its attempts with a record: rows of agent_id,
     direction ("in" / "out") and tokens."""
     return (
@@ -338,7 +343,7 @@ def tokens_long(agents: pd.DataFrame) -> pd.DataFrame:
     return long.reset_index(drop=True)
 
 
-def setting_medians(one: pd.DataFrame) -> alt.LayerChart:
+def setting_medians(one: pd.DataFrame) -> Drawing:
     """One task's median score per agent and budget, with a bar from Q1 to Q3 (raw metric)."""
     base = alt.Chart(one).encode(
         x=alt.X("budget_seconds:O", title="budget (s)", axis=alt.Axis(labelAngle=0)),
@@ -353,7 +358,7 @@ def setting_medians(one: pd.DataFrame) -> alt.LayerChart:
     ) + base.mark_point(filled=True, size=80).encode(y="median_score:Q")
 
 
-def counted_attempts(attempts: pd.DataFrame) -> alt.LayerChart:
+def counted_attempts(attempts: pd.DataFrame) -> Drawing:
     """One task × budget's counted attempts per agent: a box (quartiles) and a dot per attempt,
     jittered sideways (the dashboard's only random element: for the eye, never a number)."""
     y = alt.Y("score:Q", title="score", scale=alt.Scale(zero=False))

@@ -201,7 +201,7 @@ def label(name: str) -> str:
     return known.label if known else name.replace("_", " ")
 
 
-def tooltips(frame: pd.DataFrame, names: Iterable[str]) -> list[dict]:
+def tooltips(frame: pd.DataFrame, names: Iterable[str]) -> list[dict[str, str]]:
     """Vega-Lite tooltip fields for ``names`` with their human labels (and formats for numbers),
     for Altair's ``tooltip=`` and the plain Vega-Lite specs."""
     fields = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import altair as alt
 import duckdb
 import pandas as pd
 
@@ -26,7 +25,7 @@ class Figure:
     title: str
     caption: str
     sql: str  # one select with a ? for the suite id; its order by fixes the CSV's row order
-    draw: Callable[[pd.DataFrame, Frames], alt.TopLevelMixin]
+    draw: Callable[[pd.DataFrame, Frames], charts.Drawing]
     reshape: Callable[[pd.DataFrame], pd.DataFrame] | None = None  # long form for the chart
 
 
