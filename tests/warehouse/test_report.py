@@ -24,11 +24,13 @@ TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".svg")
 
 @pytest.fixture(scope="module")
 def bundles(app_snapshot: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Two reports of demo from one snapshot, each from a connection of its own."""
+    """Two reports of demo from one snapshot, each from a connection of its own; the second's
+    session in another time zone (a timestamp read as the session's local time would differ)."""
     out = []
-    for name in ("first", "second"):
+    for name, zone in (("first", "UTC"), ("second", "America/New_York")):
         target = tmp_path_factory.mktemp(name) / "demo"
         with duckdb.connect(str(app_snapshot), read_only=True) as con:
+            con.execute(f"set TimeZone = '{zone}'")
             out.append((write_report(con, "demo", target), target))
     return out
 

@@ -141,6 +141,7 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, suite_id: str) -> list[dict[
     return records(con.execute(sql, [suite_id]).df())
 
 
+UTC_TEXT = "%Y-%m-%dT%H:%M:%S.%fZ"
 SUITE_RUNS = "select run_space, run_id from marts.suite_runs where suite_id = ?"
 
 
@@ -162,8 +163,11 @@ def read_provenance(con: duckdb.DuckDBPyConnection, suite_id: str) -> dict[str, 
         ),
         "attempts": _one(
             con,
-            f"select count(*) as attempts, min(created_at) as first_created_at, "
-            f"max(created_at) as last_created_at from {runs}",
+            # UTC text in SQL: a timestamp read into pandas would take the session's time zone
+            "select count(*) as attempts, "
+            f"strftime(timezone('UTC', min(created_at)), '{UTC_TEXT}') as first_created_at, "
+            f"strftime(timezone('UTC', max(created_at)), '{UTC_TEXT}') as last_created_at "
+            f"from {runs}",
             suite_id,
         ),
         "status_counts": _rows(
@@ -321,7 +325,7 @@ def report_html(
     parts.append(
         f"<p>Suite <code>{html.escape(suite_id)}</code>: {attempts['attempts']} attempts from "
         f"{html.escape(str(attempts['first_created_at']))} to "
-        f"{html.escape(str(attempts['last_created_at']))} (UTC); N = "
+        f"{html.escape(str(attempts['last_created_at']))}; N = "
         f"{suite.get('counted_successes')} counted successes per setting.</p>"
     )
     parts.append("<h2>Leaderboard</h2>")
@@ -396,7 +400,7 @@ def write_report(con: duckdb.DuckDBPyConnection, suite_id: str, out_dir: Path) -
         svgs[figure.name] = svg
         written[f"figures/{figure.name}.csv"] = csv_text(frame).encode()
         written[f"figures/{figure.name}.svg"] = svg.encode()
-        written[f"figures/{figure.name}.png"] = render.to_png(chart)
+        written[f"figures/{figure.name}.png"] = render.svg_to_png(svg)
 
     written["LEADERBOARD.csv"] = csv_text(board).encode()
     written["LEADERBOARD.json"] = json_text(
