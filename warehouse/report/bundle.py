@@ -255,11 +255,15 @@ def check_suite(con: duckdb.DuckDBPyConnection, suite_id: str, where: str) -> No
 
 
 def read_leaderboard(con: duckdb.DuckDBPyConnection, suite_id: str) -> pd.DataFrame:
-    columns = ", ".join(LEADERBOARD_COLUMNS)
+    """The three variants, best first, with the dashboard's columns and the paper's min-max
+    score and rank beside the primary ones (``score_paper``, ``rank_paper``: for replication)."""
+    columns = ", ".join(f"d.{c}" for c in LEADERBOARD_COLUMNS)
     return con.execute(
-        f"select variant, {columns} from display.leaderboard_display where suite_id = ? "
+        f"select d.variant, {columns}, l.score_paper, l.rank_paper "
+        "from display.leaderboard_display d join marts.leaderboard l "
+        "using (suite_id, agent_id, variant) where suite_id = ? "
         "order by case variant when 'best_budget' then 0 when 'all_cells' then 1 else 2 end, "
-        "rank, agent_id",
+        "d.rank, d.agent_id",
         [suite_id],
     ).df()
 
