@@ -306,7 +306,7 @@ def report(suite_id: str, out_dir: Path | None, warehouse_file: Path | None) -> 
     target = out_dir if out_dir is not None else Path("reports") / suite_id
     con = connect(warehouse_file, read_only=True)
     try:
-        manifest = write_report(con, suite_id, target)
+        manifest = write_report(con, suite_id, target, f"the warehouse {warehouse_file}")
     finally:
         con.close()
     say(f"wrote {len(manifest.files) + 1} files to {target}")

@@ -8,15 +8,20 @@ import hashlib
 import io
 import json
 import os
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.errors import TmlbenchError
 from tests.support.tmlbench_cli import tmlbench
 from warehouse.report import write_report
+from warehouse.report.bundle import html_table, markdown_table
 from warehouse.report.figures import FIGURES
 
 TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".svg")
@@ -218,3 +223,30 @@ def test_cli_writes_the_bundle_and_refuses_with_what_to_run(app_snapshot, tmp_pa
     missing = tmlbench(env, "report", "--suite", "demo")
     assert missing.returncode != 0 and "no warehouse at" in missing.stdout + missing.stderr
     assert "absent.duckdb" in io.StringIO(missing.stdout + missing.stderr).getvalue()
+
+
+# 200 generated cell texts each (ids come from spec files and imported results we did not write)
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_a_table_cell_is_text_in_markdown_and_html_whatever_it_holds(text):
+    frame = pd.DataFrame({"agent_id": [text], "score": [0.5]})
+    line = markdown_table(frame).splitlines()[2]
+    # exactly the row's own separators: every other | is escaped, nothing breaks the line
+    assert re.sub(r"\\.", "", line).count("|") == 3 and "\n" not in line
+    assert not re.search(r"(?<!\\)[\[\]<>`*_!]", line.split("|")[1])
+    cells: list[str] = []
+
+    class Cells(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            assert tag in {"table", "thead", "tbody", "tr", "th", "td"}, tag
+            if tag == "td":
+                cells.append("")
+
+        def handle_data(self, data):
+            if cells:
+                cells[-1] += data
+
+    parser = Cells(convert_charrefs=True)
+    parser.feed(html_table(frame))
+    parser.close()
+    assert cells == [text, "0.5000"]  # the text itself, as text; no element of its own

@@ -114,11 +114,25 @@ def _cell(name: str, value: Any) -> str:
     return str(value)
 
 
+# Markdown's own characters: ids come from spec files and imported results we did not write, and
+# a cell is text, never a link, an image, emphasis or markup (ARCHITECTURE: shown, never rendered)
+MARKDOWN_SPECIAL = "\\`*_{}[]()<>#+!|~&"
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as literal Markdown inline text: each special character backslash-escaped, line
+    breaks and other control characters as spaces."""
+    flat = "".join(" " if ch.isspace() or not ch.isprintable() else ch for ch in text)
+    return "".join("\\" + ch if ch in MARKDOWN_SPECIAL else ch for ch in flat)
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     def row(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+        return "| " + " | ".join(markdown_text(c) for c in cells) + " |"
 
-    lines = [row(list(frame.columns)), row(["---"] * len(frame.columns))]
+    # the header: the models' column names (ours: letters, digits, underscores), as they are
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    lines = [header, "|" + " --- |" * len(frame.columns)]
     lines += [row([_cell(k, v) for k, v in r.items()]) for r in records(frame)]
     return "\n".join(lines) + "\n"
 
@@ -362,7 +376,7 @@ def report_html(
 
 def leaderboard_markdown(suite_id: str, provenance: dict[str, Any], board: pd.DataFrame) -> str:
     suite = provenance["suite"]
-    lines = [f"# Leaderboard: {suite.get('title') or suite_id}", ""]
+    lines = [f"# Leaderboard: {markdown_text(str(suite.get('title') or suite_id))}", ""]
     if suite.get("provisional"):
         lines += [
             f"**Provisional**: {suite['settings_complete']} of {suite['settings_expected']} "
@@ -374,15 +388,18 @@ def leaderboard_markdown(suite_id: str, provenance: dict[str, Any], board: pd.Da
     return "\n".join(lines)
 
 
-def write_report(con: duckdb.DuckDBPyConnection, suite_id: str, out_dir: Path) -> ReportManifest:
+def write_report(
+    con: duckdb.DuckDBPyConnection, suite_id: str, out_dir: Path, source: str = "the warehouse"
+) -> ReportManifest:
     """Write the bundle of ``suite_id`` into ``out_dir`` from an open connection to a warehouse
     or a snapshot (its catalog in use: marts, display and raw readable by those names).
 
     Files: figures/<name>.{png,svg,csv} for every figure with rows, LEADERBOARD.{md,csv,json,
     html}, report.html, provenance.json and manifest.json (every other file and its sha256).
-    Raises TmlbenchError for an unknown suite or one without attempts.
+    Raises TmlbenchError for an unknown suite or one without attempts (``source`` names the
+    database in its message), before writing anything.
     """
-    check_suite(con, suite_id, "the warehouse")
+    check_suite(con, suite_id, source)
     frames: Frames = read_frames(con, suite_id)
     provenance = read_provenance(con, suite_id)
     board = read_leaderboard(con, suite_id)
