@@ -250,3 +250,14 @@ def test_a_table_cell_is_text_in_markdown_and_html_whatever_it_holds(text):
     parser.feed(html_table(frame))
     parser.close()
     assert cells == [text, "0.5000"]  # the text itself, as text; no element of its own
+
+
+def test_a_suite_without_a_ranked_agent_gets_a_report_that_says_so(app_snapshot, tmp_path):
+    with duckdb.connect(str(app_snapshot), read_only=True) as con:
+        manifest = write_report(con, "other", tmp_path)  # 0 of 1 settings complete
+    assert manifest.provisional and "leaderboard_best_budget" in manifest.empty_figures
+    assert "success_rates" not in manifest.empty_figures  # its attempts still count
+    assert not (tmp_path / "figures" / "leaderboard_best_budget.csv").exists()
+    for name in ("LEADERBOARD.md", "LEADERBOARD.html", "report.html"):
+        text = (tmp_path / name).read_text()
+        assert "No agent is ranked yet" in text and "Provisional" in text, name

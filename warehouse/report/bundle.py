@@ -282,6 +282,11 @@ def read_leaderboard(con: duckdb.DuckDBPyConnection, suite_id: str) -> pd.DataFr
     ).df()
 
 
+NO_RANKED_AGENT = (
+    "No agent is ranked yet: an agent is ranked once it has enough successes in every setting "
+    "the suite lists (see the incomplete settings under Provenance)."
+)
+
 RULES = (
     "Each attempt runs in a sandbox with no network under a hard time budget and is scored on "
     "labels the agent never saw; exactly one status per attempt, and only a success has a score "
@@ -347,6 +352,8 @@ def report_html(
         f"{suite.get('counted_successes')} counted successes per setting.</p>"
     )
     parts.append("<h2>Leaderboard</h2>")
+    if board.empty:
+        parts.append(f"<p>{html.escape(NO_RANKED_AGENT)}</p>")
     for variant, rows in board.groupby("variant", sort=False):
         parts.append(f"<h3>{html.escape(str(variant))}</h3>")
         parts.append(html_table(rows.drop(columns="variant").dropna(axis=1, how="all")))
@@ -383,9 +390,28 @@ def leaderboard_markdown(suite_id: str, provenance: dict[str, Any], board: pd.Da
             "settings complete.",
             "",
         ]
+    if board.empty:
+        lines += [NO_RANKED_AGENT, ""]
     for variant, rows in board.groupby("variant", sort=False):
         lines += [f"## {variant}", "", markdown_table(rows.drop(columns="variant")), ""]
     return "\n".join(lines)
+
+
+def leaderboard_html(suite_id: str, provenance: dict[str, Any], board: pd.DataFrame) -> str:
+    suite = provenance["suite"]
+    title = f"Leaderboard: {suite.get('title') or suite_id}"
+    notice = (
+        f"<p class='provisional'><b>Provisional</b>: {suite['settings_complete']} of "
+        f"{suite['settings_expected']} settings complete.</p>"
+        if suite.get("provisional")
+        else ""
+    )
+    body = f"<p>{html.escape(NO_RANKED_AGENT)}</p>" if board.empty else html_table(board)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>{notice}{body}</body></html>\n"
+    )
 
 
 def write_report(
@@ -432,11 +458,7 @@ def write_report(
         }
     ).encode()
     written["LEADERBOARD.md"] = leaderboard_markdown(suite_id, provenance, board).encode()
-    written["LEADERBOARD.html"] = (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>Leaderboard {html.escape(suite_id)}</title><style>{CSS}</style></head><body>"
-        f"<h1>Leaderboard: {html.escape(suite_id)}</h1>{html_table(board)}</body></html>\n"
-    ).encode()
+    written["LEADERBOARD.html"] = leaderboard_html(suite_id, provenance, board).encode()
     written["provenance.json"] = json_text(provenance).encode()
     written["report.html"] = report_html(suite_id, provenance, board, svgs).encode()
 
