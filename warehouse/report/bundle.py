@@ -143,7 +143,11 @@ def html_table(frame: pd.DataFrame) -> str:
         "<tr>" + "".join(f"<td>{html.escape(_cell(k, v))}</td>" for k, v in r.items()) + "</tr>"
         for r in records(frame)
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # in a box of its own that scrolls sideways: a wide table never widens the page
+    return (
+        f"<div class='table'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+        "</table></div>"
+    )
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, suite_id: str) -> dict[str, Any]:
@@ -282,6 +286,11 @@ def read_leaderboard(con: duckdb.DuckDBPyConnection, suite_id: str) -> pd.DataFr
     ).df()
 
 
+VARIANT_TITLES = {
+    "best_budget": "Best budget per task (primary)",
+    "all_cells": "Mean over all task × budget cells",
+    "largest_budget": "Largest budget only",
+}
 NO_RANKED_AGENT = (
     "No agent is ranked yet: an agent is ranked once it has enough successes in every setting "
     "the suite lists (see the incomplete settings under Provenance)."
@@ -320,6 +329,7 @@ CSS = (
     "body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
     "table{border-collapse:collapse;font-size:.9em;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
+    ".table{overflow-x:auto}"
     ".provisional{background:#fff3cd;border:1px solid #e0b400;padding:.6em}"
     "figure{margin:1.5em 0}figcaption{margin-bottom:.4em}"
 )
@@ -355,7 +365,7 @@ def report_html(
     if board.empty:
         parts.append(f"<p>{html.escape(NO_RANKED_AGENT)}</p>")
     for variant, rows in board.groupby("variant", sort=False):
-        parts.append(f"<h3>{html.escape(str(variant))}</h3>")
+        parts.append(f"<h3>{html.escape(VARIANT_TITLES[str(variant)])}</h3>")
         parts.append(html_table(rows.drop(columns="variant").dropna(axis=1, how="all")))
     parts.append("<h2>Rules</h2>")
     n = suite.get("counted_successes")
@@ -393,7 +403,12 @@ def leaderboard_markdown(suite_id: str, provenance: dict[str, Any], board: pd.Da
     if board.empty:
         lines += [NO_RANKED_AGENT, ""]
     for variant, rows in board.groupby("variant", sort=False):
-        lines += [f"## {variant}", "", markdown_table(rows.drop(columns="variant")), ""]
+        lines += [
+            f"## {VARIANT_TITLES[str(variant)]}",
+            "",
+            markdown_table(rows.drop(columns="variant")),
+            "",
+        ]
     return "\n".join(lines)
 
 
