@@ -69,18 +69,19 @@ def test_manifest_lists_every_file_with_its_sha256(bundles):
 # figure → (the mart it plots, written independently of the report's own selects; its key)
 MART_OF_FIGURE = {
     "leaderboard_best_budget": (
-        "select l.rank, l.agent_id, l.score, u.score_low, u.score_high, l.n_cells "
+        "select l.rank, l.agent_id, l.score, u.score_low, u.score_high, l.n_cells, "
+        "l.score_paper, l.rank_paper "
         "from marts.leaderboard l join marts.leaderboard_uncertainty u using (suite_id, agent_id) "
         "where suite_id = 'demo' and variant = 'best_budget'",
         ["agent_id"],
     ),
     "leaderboard_all_cells": (
-        "select rank, agent_id, score, n_cells from marts.leaderboard "
+        "select rank, agent_id, score, n_cells, score_paper, rank_paper from marts.leaderboard "
         "where suite_id = 'demo' and variant = 'all_cells'",
         ["agent_id"],
     ),
     "leaderboard_largest_budget": (
-        "select rank, agent_id, score, n_cells from marts.leaderboard "
+        "select rank, agent_id, score, n_cells, score_paper, rank_paper from marts.leaderboard "
         "where suite_id = 'demo' and variant = 'largest_budget'",
         ["agent_id"],
     ),

@@ -28,7 +28,8 @@ POINTS_AXIS = alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
 
 def leaderboard_scores(board: pd.DataFrame, with_interval: bool) -> Drawing:
     """One variant's scores as bars, best first, with the primary score's 95% interval as a rule
-    (``with_interval``: score_low and score_high, the bootstrap of the primary variant only)."""
+    (``with_interval``: score_low and score_high, the bootstrap of the primary variant only), and
+    the paper's min-max score as a tick when the rows have it (``score_paper``: the report's)."""
     y = alt.Y("agent_id:N", sort=alt.EncodingSortField("score", order="descending"), title=None)
     hover = [
         c for c in ("agent_id", "score", "coverage", "contamination", "duplicates") if c in board
@@ -43,6 +44,16 @@ def leaderboard_scores(board: pd.DataFrame, with_interval: bool) -> Drawing:
         )
     )
     layers: list[alt.Chart] = [bars]
+    if "score_paper" in board:  # the report's rows: the paper's min-max score as an orange tick
+        layers.append(
+            alt.Chart(board)
+            .mark_tick(color="#d95f02", thickness=2)
+            .encode(
+                x="score_paper:Q",
+                y=y,
+                tooltip=tooltips(board, ["agent_id", "score_paper", "rank_paper"]),
+            )
+        )
     if with_interval:
         layers.append(
             alt.Chart(board)

@@ -61,6 +61,14 @@ SUCCESS_RATE_HELP = (
     "excluded, shown on the Reliability page)."
 )
 UNKNOWN_COST = "Empty when no attempt recorded a cost (unknown, never $0)."
+PASS_K_HELP = (
+    "The chance that k attempts, drawn from the n made, all succeed: C(c, k) / C(n, k) for c "
+    "successes (τ-bench's pass^k), over the attempts the success rate counts."
+)
+WORST_POINTS_HELP = (
+    "The expected lowest normalized points among k attempts drawn from those made (a failed "
+    "attempt scores 0)."
+)
 
 COLUMNS: dict[str, Column] = {
     # who, what, which setting
@@ -146,6 +154,18 @@ COLUMNS: dict[str, Column] = {
         help="Median over its settings of IQR ÷ |median| of the counted scores (lower = steadier).",
     ),
     "run_settings": Column("Settings with a spread", "count"),
+    # reliability under repetition (marts.setting_pass_k, marts.agent_pass_k)
+    "k": Column("Attempts k", "count", help="Attempts drawn from those made (1 to the suite's N)."),
+    "pass_k": Column("pass^k", "ratio", help=PASS_K_HELP),
+    "mean_pass_k": Column("Mean pass^k", "ratio", help=PASS_K_HELP + " Mean over its settings."),
+    "settings_with_pass_k": Column(
+        "Settings with k attempts", "count", help="Settings the mean is over (n ≥ k)."
+    ),
+    "expected_worst_points": Column("Expected worst of k", "points", help=WORST_POINTS_HELP),
+    "mean_expected_worst_points": Column(
+        "Mean expected worst of k", "points", help=WORST_POINTS_HELP + " Mean over its settings."
+    ),
+    "settings_with_worst_points": Column("Settings with worst points", "count"),
     "n_counted": Column("Counted", "count", help="Successes that count (the first N)."),
     "missing": Column("Missing successes", "count"),
     "settings": Column("Settings", "count"),
@@ -164,7 +184,10 @@ COLUMNS: dict[str, Column] = {
     "relation": Column("Relation"),
     "is_counted": Column("Counted", "check"),
     # time scaling
-    "monotone": Column("Monotone curves", help="Curves that never get worse / curves."),
+    "monotone": Column(
+        "Monotone curves",
+        help="Curves whose own median score never gets worse as the budget grows / curves.",
+    ),
     "share_monotone": Column("Share monotone", "bar"),
     "monotone_curves": Column("Monotone", "count"),
     "curves": Column("Curves", "count"),

@@ -30,10 +30,14 @@ class Figure:
 
 
 def _leaderboard(variant: str) -> str:
-    interval = ", score_low, score_high" if variant == "best_budget" else ""
+    """A variant's ranked agents: the primary score (and its interval for the primary variant)
+    and the paper's min-max score and rank (drawn as a tick, for replication)."""
+    interval = ", d.score_low, d.score_high" if variant == "best_budget" else ""
     return (
-        f"select rank, agent_id, score{interval}, n_cells from display.leaderboard_display "
-        f"where suite_id = ? and variant = '{variant}' order by rank, agent_id"
+        f"select d.rank, d.agent_id, d.score{interval}, d.n_cells, l.score_paper, l.rank_paper "
+        "from display.leaderboard_display d join marts.leaderboard l "
+        "using (suite_id, agent_id, variant) "
+        f"where suite_id = ? and variant = '{variant}' order by d.rank, d.agent_id"
     )
 
 
@@ -42,7 +46,8 @@ FIGURES: tuple[Figure, ...] = (
         "leaderboard_best_budget",
         "Leaderboard (primary): best budget per task",
         "Per task the agent's best normalized points over budgets, then the mean over tasks; "
-        "the black rule is the bootstrap 95% interval (score_low to score_high).",
+        "the black rule is the bootstrap 95% interval (score_low to score_high); the orange tick "
+        "is the paper's min-max score (score_paper).",
         _leaderboard("best_budget"),
         lambda f, _: charts.leaderboard_scores(f, with_interval=True),
     ),
@@ -50,7 +55,7 @@ FIGURES: tuple[Figure, ...] = (
         "leaderboard_all_cells",
         "Leaderboard: mean over all task × budget cells",
         "The mean of the normalized points over every task × budget cell (no interval: the "
-        "bootstrap is of the primary score only).",
+        "bootstrap is of the primary score only); the orange tick is the paper's min-max score.",
         _leaderboard("all_cells"),
         lambda f, _: charts.leaderboard_scores(f, with_interval=False),
     ),
@@ -58,7 +63,8 @@ FIGURES: tuple[Figure, ...] = (
         "leaderboard_largest_budget",
         "Leaderboard: largest budget only",
         "The mean over tasks of the normalized points at the suite's largest budget (no "
-        "interval: the bootstrap is of the primary score only).",
+        "interval: the bootstrap is of the primary score only); the orange tick is the paper's "
+        "min-max score.",
         _leaderboard("largest_budget"),
         lambda f, _: charts.leaderboard_scores(f, with_interval=False),
     ),
@@ -126,8 +132,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "monotonicity_rate",
         "Monotonicity rate",
-        "Share of an agent's curves (normalized points on one task over the budgets) that "
-        "never get worse as the budget grows.",
+        "Share of an agent's curves (one per task, over the budgets) that never get worse as "
+        "the budget grows (marts.time_scaling_monotone's rule).",
         "select agent_id, share_monotone, monotone_curves, curves from marts.time_scaling_monotone "
         "where suite_id = ? order by share_monotone desc, agent_id",
         lambda f, _: charts.monotonicity_rate(f),
