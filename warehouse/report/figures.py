@@ -132,8 +132,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "monotonicity_rate",
         "Monotonicity rate",
-        "Share of an agent's curves (one per task, over the budgets) that never get worse as "
-        "the budget grows (marts.time_scaling_monotone's rule).",
+        "Share of an agent's curves (one per task, over the budgets) on which its own median "
+        "score never gets worse as the budget grows (equal is not worse).",
         "select agent_id, share_monotone, monotone_curves, curves from marts.time_scaling_monotone "
         "where suite_id = ? order by share_monotone desc, agent_id",
         lambda f, _: charts.monotonicity_rate(f),
