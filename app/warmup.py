@@ -20,16 +20,17 @@ import gc
 
 
 def warm() -> None:
-    import altair as alt
+    import altair  # noqa: F401
     import duckdb  # noqa: F401
     import pandas as pd
     import pyarrow  # noqa: F401
 
     from app import queries  # noqa: F401
     from app.app_pages import _common  # noqa: F401
+    from warehouse.report import charts  # every page's charts (shared with the report)
 
     frame = pd.DataFrame({"agent_id": ["a"], "score": [0.5]})
-    alt.Chart(frame).mark_bar().encode(x="score:Q", y="agent_id:N").to_dict()
+    charts.leaderboard_scores(frame, with_interval=False).to_dict()
 
 
 def warm_queries() -> None:

@@ -9,10 +9,17 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.prepare import prepare_twin
 from runner.registry import load_task
+from tests.support.dashboard_snapshot import build_snapshot
 from tests.support.prepared_tasks import make_paths
 from warehouse.db import apply_ddl, connect
 
 SMALL_ROWS = 600
+
+
+@pytest.fixture(scope="session")
+def app_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One hand-made published snapshot for the session (the dashboard's and the report's tests)."""
+    return build_snapshot(tmp_path_factory.mktemp("app-snapshot"))
 
 
 @pytest.fixture

@@ -75,3 +75,21 @@ def test_no_module_imports_a_test_module_and_benchmarks_import_only_tests_suppor
     ), "the layout check found no files to read"
     found = [problem for path in files for problem in violations(path)]
     assert not found, "\n".join(found)
+
+
+# The layers of ARCHITECTURE.md: the library (runner/) and the warehouse (warehouse/, the report
+# included) never import the dashboard or Streamlit, so the report and the Dagster assets run
+# without either; the dashboard draws the report's charts (warehouse/report/charts.py), never
+# the other way round.
+LAYERS = {"runner": ("streamlit", "app", "warehouse"), "warehouse": ("streamlit", "app")}
+
+
+def test_runner_and_warehouse_import_neither_streamlit_nor_the_dashboard():
+    found = []
+    for top, forbidden in LAYERS.items():
+        for path in sorted((REPO_ROOT / top).rglob("*.py")):
+            for line, module, _ in imports(path):
+                if module.split(".")[0] in forbidden:
+                    found.append(f"{path.relative_to(REPO_ROOT)}:{line}: imports {module}")
+    assert (REPO_ROOT / "warehouse" / "report" / "charts.py").is_file()
+    assert not found, "\n".join(found)

@@ -1,5 +1,5 @@
 """``tmlbench warehouse load|build``, ``tmlbench import tml-bench``, ``tmlbench sql``,
-``tmlbench leaderboard``.
+``tmlbench leaderboard``, ``tmlbench report``.
 
 Registered through the ``tmlbench.commands`` entry points (pyproject.toml); the runner's CLI
 never imports this module by name. It loads with every ``tmlbench`` command, ``--help``
@@ -281,3 +281,36 @@ def leaderboard(suite_id: str, warehouse_file: Path | None) -> None:
     from warehouse.leaderboard import print_board, read_board
 
     print_board(console, read_board(_resolve(warehouse_file), suite_id))
+
+
+@click.command("report")
+@click.option("--suite", "suite_id", required=True, help="Suite id (suites/<id>.yaml).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the bundle (default: reports/<suite>/).",
+)
+@warehouse_option
+def report(suite_id: str, out_dir: Path | None, warehouse_file: Path | None) -> None:
+    """Write a suite's report bundle: figures (PNG, SVG, CSV), LEADERBOARD.md/.csv/.json/.html,
+    report.html and manifest.json, from the marts (built by `tmlbench warehouse build`)."""
+    from warehouse.report import write_report
+
+    warehouse_file = _resolve(warehouse_file)
+    if not warehouse_file.is_file():
+        raise TmlbenchError(
+            f"no warehouse at {warehouse_file}: build it and its marts with `tmlbench warehouse "
+            "build` (or `make run`)"
+        )
+    target = out_dir if out_dir is not None else Path("reports") / suite_id
+    con = connect(warehouse_file, read_only=True)
+    try:
+        manifest = write_report(con, suite_id, target, f"the warehouse {warehouse_file}")
+    finally:
+        con.close()
+    say(f"wrote {len(manifest.files) + 1} files to {target}")
+    if manifest.provisional:
+        say(("provisional", "yellow"), ": some settings still lack successes (see report.html)")
+    if manifest.empty_figures:
+        say(f"no rows to plot yet: {', '.join(manifest.empty_figures)}")

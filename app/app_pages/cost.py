@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import altair as alt
 import streamlit as st
 
 from app.app_pages._common import (
@@ -15,7 +14,7 @@ from app.app_pages._common import (
     snapshot_or_stop,
     table,
 )
-from app.columns import tooltips
+from warehouse.report import charts
 
 # key columns first; the rest of the counts behind an expander (and in the CSV)
 AGENT_VIEW = [
@@ -90,46 +89,10 @@ download(agents, "agent_costs")
 
 ratio = agents.dropna(subset=["points_per_dollar"])
 if not ratio.empty:
-    st.altair_chart(
-        alt.Chart(ratio)
-        .mark_bar()
-        .encode(
-            x=alt.X(
-                "points_per_dollar:Q",
-                title="primary score per dollar (counted attempt)",
-                axis=alt.Axis(tickCount=8),
-            ),
-            y=alt.Y("agent_id:N", sort="-x", title=None),
-            tooltip=tooltips(
-                ratio, ["agent_id", "score", "counted_cost_mean_usd", "points_per_dollar"]
-            ),
-        ),
-        width="stretch",
-    )
-tokens = agents.dropna(subset=["tokens_in_total", "tokens_out_total"], how="all")
+    st.altair_chart(charts.points_per_dollar(ratio), width="stretch")
+tokens = charts.tokens_long(agents)
 if not tokens.empty:
-    long = tokens.melt(
-        id_vars="agent_id",
-        value_vars=["tokens_in_total", "tokens_out_total"],
-        var_name="direction",
-        value_name="tokens",
-    ).dropna(subset=["tokens"])
-    long["direction"] = long["direction"].map({"tokens_in_total": "in", "tokens_out_total": "out"})
-    st.altair_chart(
-        alt.Chart(long)
-        .mark_bar()
-        .encode(
-            x=alt.X("tokens:Q", title="tokens (all attempts with a record)"),
-            y=alt.Y("agent_id:N", title=None),
-            color=alt.Color("direction:N", title="tokens"),
-            tooltip=[
-                *tooltips(long, ["agent_id"]),
-                "direction:N",
-                alt.Tooltip("tokens:Q", format=",d"),
-            ],
-        ),
-        width="stretch",
-    )
+    st.altair_chart(charts.tokens(tokens), width="stretch")
 
 st.subheader("Per setting")
 settings = query("setting_costs", path, filters)

@@ -15,7 +15,6 @@ from app.app_pages._common import (
     snapshot_or_stop,
     table,
 )
-from app.columns import tooltips
 
 VARIANT_LABELS = {
     "best_budget": "Best budget per task (primary)",
@@ -85,42 +84,6 @@ DUPLICATED_COLUMNS = [
 ]
 
 
-def score_chart(board, primary: bool) -> dict:
-    """The scores as bars, with the primary score's 95% interval as a rule (a plain Vega-Lite
-    spec: no Altair import or schema validation in a page run)."""
-    sort = {"field": "score", "order": "descending"}
-    y = {"field": "agent_id", "type": "nominal", "sort": sort, "title": None}
-    layers = [
-        {
-            "mark": "bar",
-            "encoding": {
-                "x": {
-                    "field": "score",
-                    "type": "quantitative",
-                    "scale": {"domain": [0, 1]},
-                    "title": "score (normalized points)",
-                },
-                "y": y,
-                "tooltip": tooltips(
-                    board, ["agent_id", "score", "coverage", "contamination", "duplicates"]
-                ),
-            },
-        }
-    ]
-    if primary:
-        layers.append(
-            {
-                "mark": {"type": "rule", "color": "black"},
-                "encoding": {
-                    "x": {"field": "score_low", "type": "quantitative"},
-                    "x2": {"field": "score_high"},
-                    "y": y,
-                },
-            }
-        )
-    return {"layer": layers}
-
-
 st.title("Leaderboard")
 path = snapshot_or_stop()
 filters = current_filters(path)
@@ -163,7 +126,10 @@ else:
             table(board, DETAIL_COLUMNS)
     with st.expander("Chart: scores", key="leaderboard_chart", on_change="rerun") as chart:
         if chart.open:
-            st.vega_lite_chart(board, score_chart(board, primary), width="stretch")
+            # imported here: Altair loads only when the chart is opened (a page load draws a table)
+            from warehouse.report import charts
+
+            st.altair_chart(charts.leaderboard_scores(board, primary), width="stretch")
     download(board, f"leaderboard_{variant}")
 
 coverage = query("coverage", path, filters)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import altair as alt
 import streamlit as st
 
 from app.app_pages._common import (
@@ -14,8 +13,9 @@ from app.app_pages._common import (
     snapshot_or_stop,
     table,
 )
-from app.columns import label, tooltips
-from app.reliability_charts import pass_k_chart
+from app.columns import label
+from warehouse.report import charts
+from warehouse.report.charts import FAULTS
 
 RATE_COLUMNS = [
     "agent_id",
@@ -30,8 +30,6 @@ RATE_COLUMNS = [
     "attempts",
     "run_rel_iqr",
 ]
-FAULTS = ("agent_failures", "provider_errors", "provider_faults")
-ROW = alt.Step(24)  # pixels per agent in the bar charts
 
 st.title("Reliability")
 path = snapshot_or_stop()
@@ -40,18 +38,7 @@ filters_note(filters)
 
 st.subheader("Attempts by status")
 counts = query("status_counts", path, filters)
-chart = (
-    alt.Chart(counts[counts["attempts"] > 0])
-    .mark_bar()
-    .encode(
-        x=alt.X("attempts:Q", stack="normalize", title="share of attempts"),
-        y=alt.Y("agent_id:N", title=None),
-        color=alt.Color("status:N", title=label("status")),
-        tooltip=tooltips(counts, ["agent_id", "status", "attributed_to", "attempts"]),
-    )
-    .properties(height=ROW)
-)
-st.altair_chart(chart, width="stretch")
+st.altair_chart(charts.status_shares(counts), width="stretch")
 download(counts, "status_counts")
 
 rates = query("success_rates", path, filters)
@@ -77,26 +64,7 @@ if faults.empty or not faults.loc[faults["count"] != "agent_failures", "n"].any(
     st.info("No provider fault recorded for these agents.")
 else:
     faults["count"] = faults["count"].map(label)
-    st.altair_chart(
-        alt.Chart(faults)
-        .mark_bar()
-        .encode(
-            x=alt.X("n:Q", title="attempts or faults"),
-            y=alt.Y("agent_id:N", title=None),
-            yOffset="count:N",
-            color=alt.Color(
-                "count:N",
-                title=None,
-                scale=alt.Scale(
-                    domain=[label(c) for c in FAULTS],
-                    range=["#9e9e9e", "#d62728", "#ff9896"],
-                ),
-            ),
-            tooltip=[*tooltips(faults, ["agent_id"]), "count:N", "n:Q"],
-        )
-        .properties(height=alt.Step(36)),
-        width="stretch",
-    )
+    st.altair_chart(charts.provider_faults(faults), width="stretch")
 
 st.subheader("Reliability under repetition (pass^k)")
 st.caption(
@@ -108,9 +76,9 @@ st.caption(
 )
 repeated = query("pass_k", path, filters)
 if repeated["mean_pass_k"].notna().any():
-    st.altair_chart(pass_k_chart(repeated), width="stretch")
+    st.altair_chart(charts.pass_k(repeated), width="stretch")
     if repeated["mean_expected_worst_points"].notna().any():
-        st.altair_chart(pass_k_chart(repeated, "mean_expected_worst_points"), width="stretch")
+        st.altair_chart(charts.pass_k(repeated, "mean_expected_worst_points"), width="stretch")
     download(repeated, "pass_k")
 else:
     st.info("No agent has an attempt of its own yet.")
@@ -123,19 +91,7 @@ stable = rates.dropna(subset=["run_rel_iqr"])
 if stable.empty:
     st.info("No setting has counted successes yet.")
 else:
-    st.altair_chart(
-        alt.Chart(stable)
-        .mark_bar()
-        .encode(
-            x=alt.X(
-                "run_rel_iqr:Q", title="relative IQR", axis=alt.Axis(format=".3f", tickCount=6)
-            ),
-            y=alt.Y("agent_id:N", sort="x", title=None),
-            tooltip=tooltips(stable, ["agent_id", "run_rel_iqr", "run_settings"]),
-        )
-        .properties(height=ROW),
-        width="stretch",
-    )
+    st.altair_chart(charts.run_stability(stable), width="stretch")
 
 st.subheader("Performance vs. stability")
 st.caption(
@@ -146,29 +102,7 @@ scatter = rates.dropna(subset=["rank", "run_rel_iqr"])
 if scatter.empty:
     st.info("No ranked agent with a run-to-run spread yet.")
 else:
-    # both scales from 0 (a padded top): the spread's differences between agents are often a
-    # few thousandths, which a domain fitted to the data would draw as a wall-to-wall gap
-    widest = float(scatter["run_rel_iqr"].max())
-    points = alt.Chart(scatter).encode(
-        x=alt.X(
-            "run_rel_iqr:Q",
-            title="run-to-run relative IQR (lower = steadier)",
-            scale=alt.Scale(domain=[0, max(widest * 1.25, 0.01)], zero=True),
-            axis=alt.Axis(format=".3f", tickCount=6),
-        ),
-        y=alt.Y(  # padded both ends: an agent at 0 or 1 is drawn whole, off the axis
-            "score:Q",
-            title="primary score",
-            scale=alt.Scale(domain=[-0.05, 1.05], nice=False),
-            axis=alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-        ),
-        tooltip=tooltips(scatter, ["agent_id", "rank", "score", "run_rel_iqr", "run_settings"]),
-    )
-    st.altair_chart(
-        points.mark_circle(size=120)
-        + points.mark_text(align="left", dx=8).encode(text="agent_id:N"),
-        width="stretch",
-    )
+    st.altair_chart(charts.performance_vs_stability(scatter), width="stretch")
     download(
         scatter[["agent_id", "rank", "score", "run_rel_iqr", "run_settings"]],
         "performance_stability",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import altair as alt
 import streamlit as st
 
 from app.app_pages._common import (
@@ -15,7 +14,7 @@ from app.app_pages._common import (
     snapshot_or_stop,
     table,
 )
-from app.columns import label, tooltips
+from warehouse.report import charts
 
 # the task is chosen above the table: not a column
 SETTING_COLUMNS = [
@@ -49,16 +48,7 @@ direction = one["metric_direction"].iloc[0]
 better = "higher" if direction == "maximize" else "lower"
 st.caption(f"Raw metric, {better} is better.")
 
-base = alt.Chart(one).encode(
-    x=alt.X("budget_seconds:O", title="budget (s)", axis=alt.Axis(labelAngle=0)),
-    xOffset="agent_id:N",
-    color=alt.Color("agent_id:N", title=label("agent_id")),
-    tooltip=tooltips(one, ["agent_id", "budget_seconds", "median_score", "q1", "q3", "n_counted"]),
-)
-chart = base.mark_rule(strokeWidth=3).encode(
-    y=alt.Y("q1:Q", title="median score", scale=alt.Scale(zero=False)), y2="q3:Q"
-) + base.mark_point(filled=True, size=80).encode(y="median_score:Q")
-st.altair_chart(chart, width="stretch")
+st.altair_chart(charts.setting_medians(one), width="stretch")
 for ceiling, column, whose in (
     ("harness-error", "Harness errors", "the harness failed that often"),
     ("provider-error", "Provider errors", "the model provider failed that often (not the agent)"),
@@ -84,26 +74,7 @@ attempts = query("counted_attempts", path, task, int(budget), filters)
 if attempts.empty:
     st.info("No counted attempt for this task and budget (with the current filters).")
 else:
-    y = alt.Y("score:Q", title="score", scale=alt.Scale(zero=False))
-    agent_axis = alt.X("agent_id:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=0))
-    boxes = (
-        alt.Chart(attempts)
-        .mark_boxplot(extent="min-max", opacity=0.35)
-        .encode(x=agent_axis, y=y, color=alt.Color("agent_id:N", legend=None))
-    )
-    dots = (
-        alt.Chart(attempts)
-        .mark_circle(size=60, opacity=0.9)
-        .transform_calculate(jitter="(random() - 0.5) * 24")
-        .encode(
-            x=agent_axis,
-            xOffset=alt.XOffset("jitter:Q", scale=alt.Scale(domain=[-40, 40])),
-            y=y,
-            color=alt.Color("agent_id:N", legend=None),
-            tooltip=tooltips(attempts, ["agent_id", "success_index", "score", "run_id"]),
-        )
-    )
-    st.altair_chart(boxes + dots, width="stretch")
+    st.altair_chart(charts.counted_attempts(attempts), width="stretch")
     table(attempts, ATTEMPT_COLUMNS)
     download(attempts, f"counted_attempts_{task}_{budget}")
 footer(path)

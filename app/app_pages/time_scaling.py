@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import altair as alt
 import streamlit as st
 
 from app.app_pages._common import (
@@ -15,7 +14,7 @@ from app.app_pages._common import (
     snapshot_or_stop,
     table,
 )
-from app.columns import label, tooltips
+from warehouse.report import charts
 
 st.title("Time scaling")
 path = snapshot_or_stop()
@@ -29,30 +28,7 @@ if scaling.empty:
     st.stop()
 
 st.caption("Mean normalized points over tasks at each time budget (log scale).")
-# the axis spans the suite's budgets (a fifth of a log step of padding each side), ticked at
-# exactly those budgets: a "nice" log domain (100 to 10,000 for 240-1200 s) left it two-thirds empty
-budgets = sorted(int(b) for b in scaling["budget_seconds"].unique())
-st.altair_chart(
-    alt.Chart(scaling)
-    .mark_line(point=True)
-    .encode(
-        x=alt.X(
-            "budget_seconds:Q",
-            scale=alt.Scale(type="log", domain=[budgets[0] / 1.25, budgets[-1] * 1.25], nice=False),
-            axis=alt.Axis(values=budgets, format="d"),
-            title="budget (s)",
-        ),
-        y=alt.Y(  # padded both ends: a curve at 0 or 1 is drawn whole, off the axis
-            "mean_points:Q",
-            scale=alt.Scale(domain=[-0.05, 1.05], nice=False),
-            axis=alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-            title="mean points",
-        ),
-        color=alt.Color("agent_id:N", title=label("agent_id")),
-        tooltip=tooltips(scaling, ["agent_id", "budget_seconds", "mean_points", "n_tasks"]),
-    ),
-    width="stretch",
-)
+st.altair_chart(charts.time_scaling(scaling), width="stretch")
 table(scaling, ["agent_id", "budget_seconds", "mean_points", "n_tasks"])
 download(scaling, "time_scaling")
 
@@ -72,24 +48,6 @@ else:
         monotone=shares["monotone_curves"].astype(str) + " / " + shares["curves"].astype(str)
     )
     table(shares, ["agent_id", "monotone", "share_monotone"])
-    marked = curves.assign(mark=curves["is_monotone"].map({True: "✓", False: "✗"}))
-    grid = alt.Chart(marked).encode(  # tasks down the side: full labels, never cut
-        y=alt.Y("task_id:N", title=None, axis=alt.Axis(labelLimit=0)),
-        x=alt.X("agent_id:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=0, orient="top")),
-    )
-    st.altair_chart(
-        (
-            grid.mark_rect().encode(
-                color=alt.Color(
-                    "is_monotone:N",
-                    title=label("is_monotone"),
-                    scale=alt.Scale(domain=[True, False], range=["#4c9a2a", "#d1495b"]),
-                ),
-                tooltip=tooltips(marked, ["agent_id", "task_id", "is_monotone", "points"]),
-            )
-            + grid.mark_text(color="white", size=16).encode(text="mark:N")
-        ).properties(height=alt.Step(26)),
-        width="stretch",
-    )
+    st.altair_chart(charts.monotone_grid(curves), width="stretch")
     download(curves, "monotone_curves")
 footer(path)

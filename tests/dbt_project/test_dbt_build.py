@@ -45,6 +45,10 @@ PUBLIC_MARTS = {
     "run_stability": ["agent_id", "rel_iqr"],
     "time_scaling": ["agent_id", "budget_seconds", "mean_points"],
     "time_scaling_monotone": ["agent_id", "curves", "monotone_curves", "share_monotone"],
+    "time_scaling_gains": [
+        "agent_id", "from_budget_seconds", "to_budget_seconds", "from_mean_points",
+        "to_mean_points", "gain",
+    ],
     "coverage": [
         "agent_id", "task_id", "budget_seconds", "successes", "missing", "n_harness_error",
         "harness_error_ceiling", "harness_error_ceiling_reached", "counted_successes",

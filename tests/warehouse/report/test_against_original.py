@@ -7,9 +7,8 @@ complete models and one incomplete, 5 counted runs per cell, failures of every k
 successes that do not count, ties, non-monotone scaling). It is imported with
 ``tmlbench import tml-bench`` and built with ``tmlbench warehouse build``; the original's
 ``render_v6_leaderboard_plots.py`` and ``render_v6_key_results_plots.py`` (vendored whole,
-tests/support/paper_figures.py) run on the same file. Our side is one function, ``ours``
-(tests/support/report_numbers.py: the marts today; the report bundle's CSVs once
-``tmlbench report`` is merged).
+tests/support/paper_figures.py) run on the same file. Our side is the CSV companions of the
+figures ``tmlbench report`` writes from that warehouse (tests/support/report_numbers.py).
 
 Where our rules deliberately differ from the paper's, the paper's variant is compared and the
 difference is asserted as documented:
@@ -48,8 +47,6 @@ from tests.support import paper_figures, paper_results, report_numbers
 SUITE = "tml-bench"  # the suite an import makes (one per source)
 TOLERANCE = 1e-9
 
-ours = report_numbers.from_marts  # after the merge: lambda _w, _s: from_report(bundle)
-
 # the paper's leaderboard variant → our figure
 VARIANTS = {
     "best_budget_per_comp": "leaderboard_best_budget",
@@ -66,7 +63,8 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def numbers(database: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, pd.DataFrame]:
-    """The database imported and built by tmlbench's commands, as the report's figures read it."""
+    """The database imported, built and reported by tmlbench's commands: the report's figures'
+    CSV companions."""
     home = tmp_path_factory.mktemp("tmlbench")
     (home / "runs").mkdir()
     (home / "suites").mkdir()
@@ -76,10 +74,15 @@ def numbers(database: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         "TMLBENCH_RUNS_DIR": str(home / "runs"),
         "TMLBENCH_SUITES_DIR": str(home / "suites"),
     }
-    for args in (["import", "tml-bench", str(database)], ["warehouse", "build"]):
+    report = home / "report"
+    for args in (
+        ["import", "tml-bench", str(database)],
+        ["warehouse", "build"],
+        ["report", "--suite", SUITE, "--out", str(report)],
+    ):
         result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
         assert result.exit_code == 0, result.output
-    return ours(warehouse, SUITE)
+    return report_numbers.from_report(report / "figures")
 
 
 @pytest.fixture(scope="module")
@@ -202,14 +205,3 @@ def test_marginal_gains_equal_the_papers(numbers, paper):
 def test_monotonicity_rate_equals_the_papers(numbers, paper):
     theirs = by_agent(paper["scaling_monotonicity"], "monotone_rate", "model_id")
     assert_close(theirs, by_agent(numbers["monotonicity_rate"], "share_monotone"))
-
-
-def test_a_report_bundle_of_these_numbers_reads_back_the_same(numbers, tmp_path: Path):
-    """The switch to the report: its CSV companions (``<figure>.csv``, the models' column names)
-    read by ``report_numbers.from_report`` give these frames back, exactly."""
-    for name, frame in numbers.items():
-        frame.to_csv(tmp_path / f"{name}.csv", index=False)
-    again = report_numbers.from_report(tmp_path)
-    assert set(again) == set(numbers) == set(report_numbers.FIGURES)
-    for name, frame in numbers.items():
-        pd.testing.assert_frame_equal(again[name], frame, check_dtype=False)

@@ -1,4 +1,4 @@
-"""The pass^k chart (app/reliability_charts.py): a plain Altair spec of the query's rows."""
+"""The pass^k chart (warehouse/report/charts.py: pass_k): a plain Altair spec of the query's rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from app import queries
-from app.reliability_charts import pass_k_chart
+from warehouse.report.charts import pass_k as pass_k_chart
 
 
 def test_pass_k_chart_draws_one_line_per_agent_from_the_mart(app_snapshot: Path):
