@@ -20,6 +20,7 @@ import re
 import resource
 import sqlite3
 import sys
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,7 +316,14 @@ def cli_processes() -> Iterator[Any]:
 def run_cli(ctx: Any, tmp: Path, *args: str) -> tuple[int, str]:
     output = tmp / "cli-output.txt"
     process = ctx.Process(target=_cli_in_child, args=(list(args), str(output)))
-    process.start()
+    # The child re-runs the parent's __main__ unless it is a bare module; after a dashboard page
+    # test that is the page's script (Streamlit's AppTest runs pages as __main__).
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        process.start()
+    finally:
+        sys.modules["__main__"] = main
     process.join(DEADLINE)
     if process.is_alive():
         process.kill()
