@@ -12,7 +12,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -253,6 +253,20 @@ def simple_response(status: int, text: str, *, close: bool) -> bytes:
     return head.encode() + body
 
 
+def error_body(protocol: Protocol, error_type: str, code: str, message: str) -> bytes:
+    """An error body in ``protocol``'s shape, which its CLIs read: Anthropic ``{"type":
+    "error", "error": {"type", "message"}}``, OpenAI ``{"error": {"message", "type", "param",
+    "code"}}``."""
+    if protocol == "anthropic-messages":
+        error: dict[str, object] = {
+            "type": "error",
+            "error": {"type": error_type, "message": message},
+        }
+    else:
+        error = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    return json.dumps(error).encode()
+
+
 def error_response(
     protocol: Protocol,
     status: int,
@@ -261,21 +275,15 @@ def error_response(
     message: str,
     *,
     close: bool,
+    headers: Mapping[str, object] | None = None,
 ) -> bytes:
-    """A whole response with an error body in ``protocol``'s shape, which its CLIs read:
-    Anthropic ``{"type": "error", "error": {"type", "message"}}``, OpenAI ``{"error":
-    {"message", "type", "param", "code"}}``."""
-    if protocol == "anthropic-messages":
-        error: dict[str, object] = {
-            "type": "error",
-            "error": {"type": error_type, "message": message},
-        }
-    else:
-        error = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
-    body = json.dumps(error).encode()
+    """A whole response with :func:`error_body`, and ``headers`` (e.g. Retry-After)."""
+    body = error_body(protocol, error_type, code, message)
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     head = (
         f"HTTP/1.1 {status} {reason_phrase(status, '')}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
+        f"{extra}Content-Length: {len(body)}\r\n"
+        f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n"
     )
     return head.encode() + body
 

@@ -302,30 +302,19 @@ class ProviderGateway(SocketServer):
             f"tmlbench gateway: this agent may start {self._rate.per_minute} model calls a "
             f"minute (its spec's gateway.requests_per_minute); retry in {wait} s"
         )
-        if kind == "anthropic-messages":
-            error: dict[str, object] = {
-                "type": "error",
-                "error": {"type": "rate_limit_error", "message": message},
-            }
-        else:
-            error = {
-                "error": {
-                    "message": message,
-                    "type": "rate_limit_error",
-                    "param": None,
-                    "code": "rate_limit_exceeded",
-                }
-            }
-        body = json.dumps(error).encode()
-        head = (
-            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
-            f"Retry-After: {wait}\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: {'keep-alive' if request.keep_alive else 'close'}\r\n\r\n"
+        answer = error_response(
+            kind,
+            429,
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            message,
+            close=not request.keep_alive,
+            headers={"Retry-After": wait},
         )
         self._transcript.write("rate_limited", path=request.path[:500], retry_after=wait, call=call)
         try:
             client.sock.settimeout(WRITE_TIMEOUT)
-            client.sock.sendall(head.encode() + body)
+            client.sock.sendall(answer)
         except OSError:
             return False
         return request.keep_alive

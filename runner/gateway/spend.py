@@ -33,12 +33,12 @@ its agent sets them tighter.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from dataclasses import dataclass
 from typing import Literal
 
+from runner.gateway.client_connection import error_body, error_response
 from runner.gateway.model_requests import Protocol
 from runner.limits import Limit
 from runner.provider_faults import Prices
@@ -202,39 +202,28 @@ _STATUS: dict[Protocol, tuple[int, str]] = {
 }
 
 
-def refusal(kind: Protocol, ceiling: Ceiling) -> tuple[int, str, bytes]:
-    """The gateway's answer to a model call past ``ceiling``: status, reason phrase, body.
-
-    The message holds no digits and none of the words (rate limit, try again, overloaded, ...)
-    that make OpenCode and Kilo retry an error whatever its status.
-    """
+def _refusal(kind: Protocol, ceiling: Ceiling) -> tuple[int, str, str]:
+    """Status, error type and message of the gateway's answer to a model call past
+    ``ceiling``. The message holds no digits and none of the words (rate limit, try again,
+    overloaded, ...) that make OpenCode and Kilo retry an error whatever its status."""
     message = (
         f"tmlbench gateway: this attempt has used up its {_WHAT[ceiling]} allowance (the "
         f"agent spec's gateway.spend.{ceiling}); no further model calls are forwarded"
     )
-    body: dict[str, object]
-    if kind == "anthropic-messages":
-        body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-    else:
-        body = {
-            "error": {
-                "message": message,
-                "type": "insufficient_quota",
-                "param": None,
-                "code": "insufficient_quota",
-            }
-        }
-    status, phrase = _STATUS[kind]
-    return status, phrase, json.dumps(body).encode()
+    error_type = "invalid_request_error" if kind == "anthropic-messages" else "insufficient_quota"
+    return _STATUS[kind][0], error_type, message
+
+
+def refusal(kind: Protocol, ceiling: Ceiling) -> tuple[int, str, bytes]:
+    """The gateway's answer to a model call past ``ceiling``: status, reason phrase, body."""
+    status, error_type, message = _refusal(kind, ceiling)
+    return status, _STATUS[kind][1], error_body(kind, error_type, "insufficient_quota", message)
 
 
 def refusal_response(kind: Protocol, ceiling: Ceiling, keep_alive: bool) -> bytes:
     """:func:`refusal` as the HTTP/1.1 response the gateway sends (no Retry-After: no wait
     makes it pass)."""
-    status, phrase, body = refusal(kind, ceiling)
-    head = (
-        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}"
-        "\r\n\r\n"
+    status, error_type, message = _refusal(kind, ceiling)
+    return error_response(
+        kind, status, error_type, "insufficient_quota", message, close=not keep_alive
     )
-    return head.encode() + body
