@@ -273,3 +273,34 @@ def test_a_suite_without_a_ranked_agent_gets_a_report_that_says_so(app_snapshot,
     for name in ("LEADERBOARD.md", "LEADERBOARD.html", "report.html"):
         text = (tmp_path / name).read_text()
         assert "No agent is ranked yet" in text and "Provisional" in text, name
+
+
+@pytest.mark.parametrize("in_one_step", [True, False], ids=["renameat2", "two renames"])
+def test_swap_puts_the_new_bundle_in_place_and_the_old_one_where_the_new_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_one_step: bool
+):
+    from warehouse.report import publish
+
+    if not in_one_step:  # a system without renameat2 (or a file system that cannot exchange)
+        monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
+    published, new = tmp_path / "demo", tmp_path / ".demo.1.tmp"
+    for folder, text in ((published, "old"), (new, "new")):
+        (folder / "figures").mkdir(parents=True)
+        (folder / "report.html").write_text(text)
+    (published / "figures" / "gone.svg").write_text("old")
+    publish.swap(new, published)
+    assert (published / "report.html").read_text() == "new"
+    assert not (published / "figures" / "gone.svg").exists()
+    assert (new / "report.html").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".demo.1.tmp", "demo"]
+
+
+@pytest.mark.parametrize("suite_id", ["../up", "a/b", ".hidden", "", "..", "x y"])
+def test_a_suite_id_that_is_no_plain_folder_name_names_no_report_folder(
+    tmp_path: Path, suite_id: str
+):
+    from warehouse.report.publish import bundle_folder
+
+    with pytest.raises(TmlbenchError, match="cannot name a report folder"):
+        bundle_folder(tmp_path, suite_id)
+    assert bundle_folder(tmp_path, "tml-v1.llm_2") == tmp_path / "tml-v1.llm_2"
