@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from tests.support.tmlbench_cli import tmlbench
 from warehouse.report import write_report
@@ -25,6 +26,7 @@ from warehouse.report.bundle import html_table, markdown_table
 from warehouse.report.figures import FIGURES
 
 TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".svg")
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "report"  # report.html as chromium shows it
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +188,57 @@ def test_report_html_is_self_contained_says_provisional_first_and_has_every_figu
     provenance = json.loads((root / "provenance.json").read_text())
     assert {r["status"] for r in provenance["status_counts"]} >= {"success"}
     assert all(len(t["task_spec_sha256"]) > 0 for t in provenance["tasks"])
+
+
+# per figure of report.html: shown (a box on the page, not hidden), its SVG's drawn size, and the
+# Vega marks it holds (vl-convert draws each mark group as <g class="mark-... role-mark">)
+FIGURE_REPORT = """() => Object.fromEntries([...document.querySelectorAll('figure[data-figure]')]
+    .map(figure => {
+        const svg = figure.querySelector('svg');
+        const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+        return [figure.dataset.figure, {
+            shown: figure.checkVisibility() && figure.getBoundingClientRect().height > 0,
+            width: box.width, height: box.height,
+            marks: svg ? svg.querySelectorAll('g.role-mark > *').length : 0,
+        }];
+    }))"""
+
+
+def test_report_html_in_chromium_shows_every_figure_and_fetches_nothing(bundles):
+    """report.html opened from the bundle as a reader would (file://) in Debian's chromium: every
+    figure with rows is on the page, visible, its SVG drawn at a nonzero size with marks in it, and
+    the page asks for nothing beyond itself (a request elsewhere is recorded, then refused)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.streamlit_server import CHROMIUM, CHROMIUM_ARGS
+
+    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: `make browser-deps` installs chromium"
+    manifest, root = bundles[0]
+    page_url = (root / "report.html").as_uri()
+    with_rows = [f.name for f in FIGURES if f.name not in manifest.empty_figures]
+    assert with_rows, "the demo report has figures to look for"
+    requests: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("request", lambda request: requests.append(request.url))
+            page.route(
+                "**/*",
+                lambda route: route.continue_() if route.request.url == page_url else route.abort(),
+            )
+            page.goto(page_url, wait_until="load")
+            figures = page.evaluate(FIGURE_REPORT)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert requests == [page_url]
+    for name in with_rows:
+        assert name in figures, f"no <figure data-figure='{name}'> in report.html"
+        shown = figures[name]
+        assert shown["shown"] and shown["width"] > 0 and shown["height"] > 0, (name, shown)
+        assert shown["marks"] > 0, (name, "an SVG with nothing drawn in it")
 
 
 def test_leaderboard_files_agree(bundles):
