@@ -8,7 +8,6 @@ one more step of that run. Nor are the suites Dagster knows the suites the snaps
 imported results (`tmlbench warehouse import-tml-bench`) form suites no suite file names.
 """
 
-
 import hashlib
 import json
 import shutil
