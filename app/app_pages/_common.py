@@ -374,7 +374,9 @@ def report_download(path: Path, suite: str) -> None:
     """A button that downloads ``suite``'s report bundle as a zip, made from the snapshot this
     page was drawn from when it is clicked (a few seconds: every figure is rendered), then kept
     until a new snapshot is published."""
-    snapshot = current_snapshot(path)  # the page's snapshot, even if a newer one is published
+    # the page's snapshot, even if a newer one is published before the click: the button holds
+    # its connection (and a replaced file's disk space) until the page's next run
+    snapshot = current_snapshot(path)
     st.download_button(
         "Download the report (zip)",
         lambda: _report_zip(str(path), snapshot.identity, snapshot.connection, suite),
