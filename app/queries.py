@@ -280,6 +280,19 @@ def leaderboard(
     )
 
 
+def report_zip(con: duckdb.DuckDBPyConnection, suite: str) -> bytes:
+    """The suite's report bundle (what `tmlbench report` writes) as a zip, from the snapshot:
+    the whole suite, whatever the filters (the report is the suite's)."""
+    # imported here: vl-convert loads when a report is asked for, not with the dashboard
+    from warehouse.report import report_zip as pack
+
+    cursor = _cursor(con)
+    try:
+        return pack(cursor, suite, "the snapshot")
+    finally:
+        cursor.close()
+
+
 def coverage(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """One row per agent with runs: ranked or not, and why not (``display.coverage_display``)."""
     where, params = _where(filters)

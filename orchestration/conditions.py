@@ -1,5 +1,6 @@
 """When automation rebuilds an asset: the raw load on every new agent run, whatever state other
-suites are in; dbt and the snapshot on new data, not on every new materialization upstream."""
+suites are in; dbt, the snapshot and the reports on new data, not on every new materialization
+upstream."""
 
 import dagster as dg
 

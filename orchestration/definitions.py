@@ -1,10 +1,10 @@
 """The Dagster definitions of tmlbench (loaded by `dg check defs`, `dagster dev`, `make run`).
 
 One asset group per suite file (``suite_<stem>``: its prepared tasks and agent runs, their checks,
-a job and a nightly schedule); one warehouse, its dbt models and snapshot, shared by all. The
-suite folder is listed here by file name only: what a suite contains is read by the sensor that
-keeps its partitions in step, and by its assets when they run, so a broken file never stops
-this module from loading.
+a job and a nightly schedule); one warehouse, its dbt models, snapshot and report bundles, shared
+by all. The suite folder is listed here by file name only: what a suite contains is read by the
+sensor that keeps its partitions in step, and by its assets when they run, so a broken file never
+stops this module from loading.
 """
 
 from collections.abc import Sequence
@@ -13,6 +13,7 @@ import dagster as dg
 
 from orchestration.assets.benchmark import build_benchmark_assets
 from orchestration.assets.dbt import build_dbt_assets, mart_keys
+from orchestration.assets.report import reports
 from orchestration.assets.warehouse import RAW_RUNS, build_snapshot_asset, raw_warehouse
 from orchestration.checks import build_checks
 from orchestration.resources import default_resources
@@ -41,7 +42,7 @@ def build_defs(suites: Sequence[SuiteFile], resources: dict | None = None) -> dg
         )
     )
     return dg.Definitions(
-        assets=[*assets, raw, models, build_snapshot_asset(mart_keys(models))],
+        assets=[*assets, raw, models, build_snapshot_asset(mart_keys(models)), reports],
         asset_checks=checks,
         jobs=jobs,
         schedules=schedules,

@@ -5,14 +5,14 @@
 Three phases, because the graph has two partitionings: prepared tasks (all task partitions in
 one run), agent runs (all settings in one run, attempts in parallel on pinned CPUs), then the
 warehouse: the raw load, and, unless the marts are already built from exactly what the warehouse
-now holds, every dbt model with its tests and the snapshot. The terminal shows a progress bar per
+now holds, every dbt model with its tests, the snapshot and the report bundles. The terminal shows a progress bar per
 phase and a short summary; everything the runs print or log (Dagster's events, dbt's output)
 goes to ``<data>/logs/<time>.log``, whose path is printed. Each run is also recorded in the
 Dagster instance ($DAGSTER_HOME, when set), so `make ui` shows them with their logs.
 
 Nothing new, nothing rebuilt: the snapshot's last materialization in the instance says what it
 was built from (``marts_inputs_version``: the raw tables' content and the dbt project); when the
-warehouse holds the same after the load, dbt and the snapshot are skipped.
+warehouse holds the same after the load, dbt, the snapshot and the reports are skipped.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def suite_steps(suite: SuiteFile, keys: SuiteKeys) -> list[Step]:
             list(settings or ()), len(keys.tasks) * len(keys.agent_budgets), "attempts", "settings",
         ),
         Step(
-            f"{suite.ident}_warehouse", "warehouse, dbt, snapshot",
+            f"{suite.ident}_warehouse", "warehouse, dbt, snapshot, reports",
             dg.AssetSelection.all() - dg.AssetSelection.assets(*benchmark),
             None, None, "assets", "assets and checks", first=dg.AssetSelection.assets(*RAW_KEYS),
         ),
@@ -136,7 +136,7 @@ def materialize_suite(
         progress.begin(Phase(step.title, step.total(graph), step.counts, step.unit))
         for n, run in enumerate(runs):
             if n and marts_current(resources["warehouse"], instance):
-                progress.note("nothing new: dbt and the snapshot are up to date")
+                progress.note("nothing new: dbt, the snapshot and the reports are up to date")
                 break
             results.append(_execute(jobs, run, instance))
             if not results[-1].success:
@@ -158,12 +158,14 @@ def _runs_of(step: Step) -> list[Step]:
 
 
 def marts_current(warehouse: DuckDBWarehouse, instance: dg.DagsterInstance) -> bool:
-    """Were the snapshot and the marts last built from what the warehouse holds now?
+    """Were the snapshot, the marts and the reports last built from what the warehouse holds now?
 
     Yes when the instance's last materialization of the snapshot was built from the warehouse's
-    current ``marts_inputs_version`` and the snapshot file and the marts are there. An instance
-    without that history (a throwaway one, a first run) says no.
+    current ``marts_inputs_version``, the snapshot file and the marts are there, and the report
+    bundles were written since (a report step that failed is run again). An instance without
+    that history (a throwaway one, a first run) says no.
     """
+    from orchestration.assets.report import REPORTS
     from orchestration.assets.warehouse import SNAPSHOT, marts_inputs_version
 
     if not warehouse.snapshot_file().is_file():
@@ -171,7 +173,10 @@ def marts_current(warehouse: DuckDBWarehouse, instance: dg.DagsterInstance) -> b
     event = instance.get_latest_materialization_event(SNAPSHOT)
     built = event.asset_materialization if event else None
     recorded = built.metadata.get("built_from") if built else None
-    if recorded is None:
+    if event is None or recorded is None:
+        return False
+    reported = instance.get_latest_materialization_event(REPORTS)
+    if reported is None or reported.timestamp < event.timestamp:
         return False
     with warehouse.connection(read_only=True) as con:
         has_marts = con.execute(
@@ -258,7 +263,14 @@ def main(argv: list[str] | None = None) -> int:
             results = materialize_suite(args.suite, resources, instance, progress)
         warehouse: DuckDBWarehouse = resources["warehouse"]
         ok = all(r.success for r in results)
-        published = [f"marts published: {warehouse.snapshot_file()}"] if ok else []
+        published = (
+            [
+                f"marts published: {warehouse.snapshot_file()}",
+                f"report bundles: {warehouse.reports_dir()}",
+            ]
+            if ok
+            else []
+        )
         progress.summary(str(log_file), published)
     return 0 if ok else 1
 

@@ -83,6 +83,11 @@ class DuckDBWarehouse(dg.ConfigurableResource):
     snapshot: str | None = Field(
         default=None, description="published read-only marts; None = <warehouse>.snapshot.duckdb"
     )
+    reports: str | None = Field(
+        default=None,
+        description="folder of the published report bundles (one per suite); None = reports/ "
+        "next to the snapshot",
+    )
 
     def file(self) -> Path:
         return Path(self.path).expanduser().resolve() if self.path else warehouse_path()
@@ -93,6 +98,12 @@ class DuckDBWarehouse(dg.ConfigurableResource):
             if self.snapshot
             else snapshot_path(self.file())
         )
+
+    def reports_dir(self) -> Path:
+        """Where the ``reports`` asset publishes each suite's bundle, ``<reports_dir>/<suite>/``."""
+        if self.reports:
+            return Path(self.reports).expanduser().resolve()
+        return self.snapshot_file().parent / "reports"
 
     @contextmanager
     def connection(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

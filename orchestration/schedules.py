@@ -1,10 +1,10 @@
 """Automation: the nightly re-run of a suite; loading and marts follow by declarative automation.
 
-The raw load carries ``on_new_agent_runs()``, every dbt model and the snapshot ``on_new_data()``
-(``orchestration.conditions``): once any suite's agent runs have a new materialization, the
-automation sensor's next tick requests the raw load, the dbt models and the snapshot together,
-as one run. The nightly job only tops up settings that are short of successes (runs are
-resumable).
+The raw load carries ``on_new_agent_runs()``, every dbt model, the snapshot and the report
+bundles ``on_new_data()`` (``orchestration.conditions``): once any suite's agent runs have a new
+materialization, the automation sensor's next tick requests the raw load, the dbt models, the
+snapshot and the reports together, as one run. The nightly job only tops up settings that are
+short of successes (runs are resumable).
 """
 
 import dagster as dg
@@ -57,13 +57,14 @@ AUTOMATION_INTERVAL_SECONDS = 5
 
 
 def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
-    """Evaluates the conditions: new agent runs → raw load → dbt models → snapshot."""
+    """Evaluates the conditions: new agent runs → raw load → dbt models → snapshot → reports."""
     return dg.AutomationConditionSensorDefinition(
         "rebuild_warehouse_on_new_runs",
         target=dg.AssetSelection.all(),
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=AUTOMATION_INTERVAL_SECONDS,
-        description="Loads newly materialized agent runs and rebuilds the marts and the snapshot.",
+        description="Loads newly materialized agent runs and rebuilds the marts, the snapshot "
+        "and the report bundles.",
     )
 
 

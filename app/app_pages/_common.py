@@ -1,6 +1,6 @@
 """Shared page helpers: the snapshot, cached queries, the suite picker and global filters, the
-empty state, tables (labelled and formatted by app/columns.py), CSVs, the notice of a newer
-snapshot, and the one way to show text that an agent controls."""
+empty state, tables (labelled and formatted by app/columns.py), CSVs, the report bundle's zip,
+the notice of a newer snapshot, and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
@@ -358,6 +358,35 @@ def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> Non
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"download-{name}",
+    )
+
+
+REPORT_ZIPS = 8  # report zips kept (per snapshot and suite; a few MB each)
+
+
+@st.cache_data(max_entries=REPORT_ZIPS, show_spinner=False)
+def _report_zip(path: str, identity: tuple | None, _con, suite: str) -> bytes:
+    # keyed on the snapshot's identity, as _query: a newly published snapshot gets a new report
+    return queries.report_zip(_con, suite)
+
+
+def report_download(path: Path, suite: str) -> None:
+    """A button that downloads ``suite``'s report bundle as a zip, made from the snapshot this
+    page was drawn from when it is clicked (a few seconds: every figure is rendered), then kept
+    until a new snapshot is published."""
+    # the page's snapshot, even if a newer one is published before the click: the button holds
+    # its connection (and a replaced file's disk space) until the page's next run
+    snapshot = current_snapshot(path)
+    st.download_button(
+        "Download the report (zip)",
+        lambda: _report_zip(str(path), snapshot.identity, snapshot.connection, suite),
+        file_name=f"tmlbench-report-{suite}.zip",
+        mime="application/zip",
+        key="download-report",
+        icon=":material/download:",
+        help="What `tmlbench report` writes for the whole suite (the filters do not apply): "
+        "report.html, LEADERBOARD.md/.csv/.json/.html, every figure as PNG, SVG and the CSV of "
+        "its numbers, provenance.json and manifest.json.",
     )
 
 

@@ -11,6 +11,7 @@ from app.app_pages._common import (
     footer,
     provisional_note,
     query,
+    report_download,
     resume_hint,
     snapshot_or_stop,
     table,
@@ -131,6 +132,9 @@ else:
 
             st.altair_chart(charts.leaderboard_scores(board, primary), width="stretch")
     download(board, f"leaderboard_{variant}")
+
+if filters.suite is not None:  # the report is of one suite: the one chosen above
+    report_download(path, filters.suite)
 
 coverage = query("coverage", path, filters)
 unranked = int((~coverage["is_ranked"].astype(bool)).sum())

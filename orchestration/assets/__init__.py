@@ -1,1 +1,2 @@
-"""The benchmark's assets: prepared tasks → agent runs → raw warehouse → dbt models → snapshot."""
+"""The benchmark's assets: prepared tasks → agent runs → raw warehouse → dbt models → snapshot →
+report bundles."""

@@ -537,3 +537,41 @@ def test_router_reads_a_newly_published_snapshot_on_its_next_run(
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert {"alpha", "beta"} <= _cells(at)
+
+
+def test_leaderboard_offers_the_suites_report_bundle_as_a_zip(app_snapshot: Path, monkeypatch):
+    """The button's file is made on click (a deferred callable of Streamlit's media file manager,
+    recorded here as the page registers it), from the page's snapshot, and kept per snapshot."""
+    import io
+    import zipfile
+
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    from app import queries
+    from app.app_pages import _common
+    from warehouse.report.figures import FIGURES
+
+    deferred = {}
+    register = MediaFileManager.add_deferred
+
+    def recording(self, data, *args, **kwargs):
+        file_id = register(self, data, *args, **kwargs)
+        deferred[file_id] = data
+        return file_id
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", recording)
+    at = _run("app_pages/leaderboard.py", app_snapshot, monkeypatch)
+    button = at.download_button(key="download-report")
+    assert button.label == "Download the report (zip)"
+    make = deferred[button.proto.deferred_file_id]
+
+    built = []
+    pack = queries.report_zip
+    monkeypatch.setattr(queries, "report_zip", lambda *a: built.append(a[1:]) or pack(*a))
+    _common._report_zip.clear()
+    data = make()
+    assert make() == data and built == [("demo",)]  # the second click: the same zip, kept
+    names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    expected = {"demo/report.html", "demo/LEADERBOARD.md", "demo/manifest.json"}
+    expected |= {f"demo/figures/{f.name}.{ext}" for f in FIGURES for ext in ("png", "svg", "csv")}
+    assert expected <= names, sorted(expected - names)

@@ -2,8 +2,9 @@
 
 Two suites: ``loop`` and ``idle``, whose settings are never run (every partition of its
 agent_runs missing, as an LLM suite nobody paid for). One new materialization of one ``loop``
-setting must request, in one tick, the raw load (all its outputs), every dbt model and the
-snapshot: one run. Nothing new, nothing requested, including on a fresh instance.
+setting must request, in one tick, the raw load (all its outputs), every dbt model, the
+snapshot and the report bundles: one run. Nothing new, nothing requested, including on a fresh
+instance.
 """
 
 from __future__ import annotations
@@ -56,10 +57,13 @@ def test_one_new_setting_requests_load_marts_and_snapshot_in_one_tick(tmp_path, 
             dg.AssetMaterialization(["loop", "agent_runs"], partition=setting)
         )
         requested, cursor = tick(cursor)
-        # every raw table, every dbt model, the snapshot: one tick, so one run
+        # every raw table, every dbt model, the snapshot, the reports: one tick, so one run
         assert requested == downstream, sorted(k.to_user_string() for k in downstream - requested)
         assert dg.AssetKey(["raw", "suite_settings"]) in requested
         assert dg.AssetKey("marts_snapshot") in requested
+        assert dg.AssetKey("reports") in requested
+        # ... and nothing of them partitioned: Dagster puts them in one run
+        assert not [k for k in requested if graph.get(k).partitions_def is not None]
 
         # requested once: nothing new since, nothing requested again
         requested, cursor = tick(cursor)

@@ -171,7 +171,7 @@ def test_a_suite_end_to_end_through_the_docker_run_launcher(stack: DockerStack) 
         _assert_run_container(stack, run)
     assert len({r.tags["docker/container_id"] for r in runs}) == len(runs), "a container per run"
 
-    # 4. what landed: rows in raw.runs, the marts, the published snapshot.
+    # 4. what landed: rows in raw.runs, the marts, the published snapshot, the report.
     with duckdb.connect(str(WAREHOUSE), read_only=True) as con:
         rows = con.execute(
             "select count(*), count(distinct sandbox_backend), min(sandbox_backend) from raw.runs"
@@ -190,3 +190,5 @@ def test_a_suite_end_to_end_through_the_docker_run_launcher(stack: DockerStack) 
         assert con.execute("select count(*) from marts.setting_scores").fetchone() == (1,)
         assert con.execute("select count(*) from marts.coverage").fetchone()[0] >= 1
     assert Path(SNAPSHOT).stat().st_size > 0
+    # the report bundle, written by the same run from the snapshot, next to it
+    assert (Path(SNAPSHOT).parent / "reports" / "demo" / "report.html").is_file()

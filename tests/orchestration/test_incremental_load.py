@@ -196,10 +196,13 @@ def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, db
         assert make_run(instance) == ([*loaded, "one_warehouse"], "")
         snapshot = tmp_path / "wh.snapshot.duckdb"
         published = snapshot.stat().st_mtime_ns
+        report = tmp_path / "reports" / "one"  # next to the snapshot
+        reported = report.stat().st_ino
         before = versions(instance)
         jobs, note = make_run(instance)  # every attempt recorded: nothing new
-        assert jobs == loaded and note == "nothing new: dbt and the snapshot are up to date"
-        assert snapshot.stat().st_mtime_ns == published
+        assert jobs == loaded
+        assert note == "nothing new: dbt, the snapshot and the reports are up to date"
+        assert snapshot.stat().st_mtime_ns == published and report.stat().st_ino == reported
         # the raw load ran again and reported the same data versions; no new snapshot
         assert versions(instance) == before
 

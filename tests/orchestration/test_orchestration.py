@@ -444,7 +444,9 @@ def test_make_run_shows_bars_and_a_summary_and_logs_everything_to_a_file(tmp_pat
     assert "Running with dbt" not in terminal and " START " not in terminal
     assert "prepare tasks: ok" in terminal and "1 tasks" in terminal
     assert "agent runs: ok" in terminal and "2 new attempts (2 success)" in terminal
-    assert "warehouse, dbt, snapshot: ok" in terminal
+    assert "warehouse, dbt, snapshot, reports: ok" in terminal
+    assert f"report bundles: {tmp_path / 'reports'}" in terminal  # next to the snapshot
+    assert (tmp_path / "reports" / "one" / "report.html").is_file()
     assert len(terminal.splitlines()) <= 12, terminal
     (log,) = (tmp_path / "data" / "logs").glob("*.log")
     assert f"full log: {log}" in terminal

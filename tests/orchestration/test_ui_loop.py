@@ -7,7 +7,7 @@ budget, one attempt) and ``idle`` (never run: every partition of its agent_runs 
 which held the old ``eager()`` raw load back for ever). The test prepares the task and
 materializes one setting through GraphQL as the Materialize button does, then waits for the
 snapshot to hold that setting's scores: the automation sensor alone has to load the record,
-build the marts and publish the snapshot, in one run.
+build the marts, publish the snapshot and write the report bundles, in one run.
 """
 
 from __future__ import annotations
@@ -49,6 +49,16 @@ def write_suites(folder: Path) -> None:
             "data_subdir": suite_id, "runs_subdir": suite_id, **fields,
         }  # fmt: skip
         (folder / f"{suite_id}.yaml").write_text(yaml.safe_dump(suite))
+
+
+def last_run_ids(ui: DagsterUI, keys: list[list[str]]) -> dict[str, str]:
+    """Asset key → the run of its latest materialization, for those of ``keys`` that have one."""
+    nodes = ui.graphql(LAST_RUNS, {"keys": [{"path": k} for k in keys]})["assetNodes"]
+    return {
+        "/".join(n["assetKey"]["path"]): n["assetMaterializations"][0]["runId"]
+        for n in nodes
+        if n["assetMaterializations"]
+    }
 
 
 def wait_for_partition(ui: DagsterUI, key: list[str], partition: str) -> None:
@@ -102,13 +112,16 @@ def test_a_setting_materialized_in_the_ui_reaches_the_snapshot(tmp_path: Path) -
             time.sleep(1)
         assert scores == [(AGENT, BANK, BUDGET, 1)]
 
-        # the raw load, the marts and the snapshot went out as one run of the automation
-        keys = [["raw", "runs"], ["raw", "suite_settings"], ["marts", "setting_scores"], ["marts_snapshot"]]  # fmt: skip
-        nodes = ui.graphql(LAST_RUNS, {"keys": [{"path": k} for k in keys]})["assetNodes"]
-        run_ids = {
-            "/".join(n["assetKey"]["path"]): n["assetMaterializations"][0]["runId"] for n in nodes
-        }
-        assert len(set(run_ids.values())) == 1, run_ids
-        automation = ui.run(run_ids["marts_snapshot"])
+        # the raw load, the marts, the snapshot and the report bundles went out as one run of
+        # the automation; the reports are its last step, written after the snapshot is published
+        deadline = time.monotonic() + 30
+        while "marts_snapshot" not in (published := last_run_ids(ui, [["marts_snapshot"]])):
+            assert time.monotonic() < deadline, "a snapshot file, but no materialization of it"
+            time.sleep(0.5)
+        automation = ui.wait_for_run(published["marts_snapshot"], RUN_TIMEOUT)
         assert automation["status"] == "SUCCESS"
         assert {"key": "dagster/from_automation_condition", "value": "true"} in automation["tags"]
+        keys = [["raw", "runs"], ["raw", "suite_settings"], ["marts", "setting_scores"], ["marts_snapshot"], ["reports"]]  # fmt: skip
+        run_ids = last_run_ids(ui, keys)
+        assert len(run_ids) == len(keys) and set(run_ids.values()) == {automation["id"]}, run_ids
+        assert (tmp_path / "reports" / "loop" / "report.html").is_file()  # next to the snapshot

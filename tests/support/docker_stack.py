@@ -210,7 +210,7 @@ class DagsterApi:
         return [n for n in data["assetNodes"] if n["isExecutable"]]
 
     def warehouse_assets(self) -> list[str]:
-        """Everything after the attempts: raw load, every dbt model, the snapshot."""
+        """Everything after the attempts: raw load, every dbt model, the snapshot, the reports."""
         return [
             "/".join(n["assetKey"]["path"])
             for n in self.executable_assets()

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from tests.support.tmlbench_cli import tmlbench
 from warehouse.report import write_report
@@ -25,6 +26,7 @@ from warehouse.report.bundle import html_table, markdown_table
 from warehouse.report.figures import FIGURES
 
 TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".svg")
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "report"  # report.html as chromium shows it
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +190,57 @@ def test_report_html_is_self_contained_says_provisional_first_and_has_every_figu
     assert all(len(t["task_spec_sha256"]) > 0 for t in provenance["tasks"])
 
 
+# per figure of report.html: shown (a box on the page, not hidden), its SVG's drawn size, and the
+# Vega marks it holds (vl-convert draws each mark group as <g class="mark-... role-mark">)
+FIGURE_REPORT = """() => Object.fromEntries([...document.querySelectorAll('figure[data-figure]')]
+    .map(figure => {
+        const svg = figure.querySelector('svg');
+        const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+        return [figure.dataset.figure, {
+            shown: figure.checkVisibility() && figure.getBoundingClientRect().height > 0,
+            width: box.width, height: box.height,
+            marks: svg ? svg.querySelectorAll('g.role-mark > *').length : 0,
+        }];
+    }))"""
+
+
+def test_report_html_in_chromium_shows_every_figure_and_fetches_nothing(bundles):
+    """report.html opened from the bundle as a reader would (file://) in Debian's chromium: every
+    figure with rows is on the page, visible, its SVG drawn at a nonzero size with marks in it, and
+    the page asks for nothing beyond itself (a request elsewhere is recorded, then refused)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.streamlit_server import CHROMIUM, CHROMIUM_ARGS
+
+    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: `make browser-deps` installs chromium"
+    manifest, root = bundles[0]
+    page_url = (root / "report.html").as_uri()
+    with_rows = [f.name for f in FIGURES if f.name not in manifest.empty_figures]
+    assert with_rows, "the demo report has figures to look for"
+    requests: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("request", lambda request: requests.append(request.url))
+            page.route(
+                "**/*",
+                lambda route: route.continue_() if route.request.url == page_url else route.abort(),
+            )
+            page.goto(page_url, wait_until="load")
+            figures = page.evaluate(FIGURE_REPORT)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert requests == [page_url]
+    for name in with_rows:
+        assert name in figures, f"no <figure data-figure='{name}'> in report.html"
+        shown = figures[name]
+        assert shown["shown"] and shown["width"] > 0 and shown["height"] > 0, (name, shown)
+        assert shown["marks"] > 0, (name, "an SVG with nothing drawn in it")
+
+
 def test_leaderboard_files_agree(bundles):
     _, root = bundles[0]
     board = pd.read_csv(root / "LEADERBOARD.csv")
@@ -273,3 +326,34 @@ def test_a_suite_without_a_ranked_agent_gets_a_report_that_says_so(app_snapshot,
     for name in ("LEADERBOARD.md", "LEADERBOARD.html", "report.html"):
         text = (tmp_path / name).read_text()
         assert "No agent is ranked yet" in text and "Provisional" in text, name
+
+
+@pytest.mark.parametrize("in_one_step", [True, False], ids=["renameat2", "two renames"])
+def test_swap_puts_the_new_bundle_in_place_and_the_old_one_where_the_new_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_one_step: bool
+):
+    from warehouse.report import publish
+
+    if not in_one_step:  # a system without renameat2 (or a file system that cannot exchange)
+        monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
+    published, new = tmp_path / "demo", tmp_path / ".demo.1.tmp"
+    for folder, text in ((published, "old"), (new, "new")):
+        (folder / "figures").mkdir(parents=True)
+        (folder / "report.html").write_text(text)
+    (published / "figures" / "gone.svg").write_text("old")
+    publish.swap(new, published)
+    assert (published / "report.html").read_text() == "new"
+    assert not (published / "figures" / "gone.svg").exists()
+    assert (new / "report.html").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".demo.1.tmp", "demo"]
+
+
+@pytest.mark.parametrize("suite_id", ["../up", "a/b", ".hidden", "", "..", "x y"])
+def test_a_suite_id_that_is_no_plain_folder_name_names_no_report_folder(
+    tmp_path: Path, suite_id: str
+):
+    from warehouse.report.publish import bundle_folder
+
+    with pytest.raises(TmlbenchError, match="cannot name a report folder"):
+        bundle_folder(tmp_path, suite_id)
+    assert bundle_folder(tmp_path, "tml-v1.llm_2") == tmp_path / "tml-v1.llm_2"

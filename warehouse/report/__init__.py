@@ -10,10 +10,15 @@ suite from the marts and display models of an open warehouse or snapshot and wri
   ``provenance.json``'s content);
 - ``manifest.json``: every other file with its sha256.
 
+``publish_report`` (warehouse/report/publish.py) writes it to ``<reports>/<suite>/`` replacing the
+previous bundle in one step (Dagster's ``reports`` asset); ``report_zip`` packs it as a zip (the
+dashboard's download).
+
 The charts are the dashboard's own (warehouse/report/charts.py), rendered without a browser
 (warehouse/report/render.py). No module here imports Streamlit (tests/test_layout.py).
 """
 
 from warehouse.report.bundle import ReportManifest, write_report
+from warehouse.report.publish import publish_report, report_zip
 
-__all__ = ["ReportManifest", "write_report"]
+__all__ = ["ReportManifest", "publish_report", "report_zip", "write_report"]
