@@ -22,7 +22,7 @@ from runner.settings import SuiteLayout
 from runner.specs import SuiteSpec
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.dbt import DBT_PROJECT_DIR, dbt_executable, vars_args
-from warehouse.snapshot import snapshot_path
+from warehouse.snapshot import reports_path, snapshot_path
 
 # The sandbox backend of runs whose resource leaves it unset (the deployments set it).
 BACKEND_ENV = "TMLBENCH_SANDBOX_BACKEND"
@@ -86,7 +86,7 @@ class DuckDBWarehouse(dg.ConfigurableResource):
     reports: str | None = Field(
         default=None,
         description="folder of the published report bundles (one per suite); None = reports/ "
-        "next to the snapshot",
+        "next to the warehouse, where `tmlbench report` writes too",
     )
 
     def file(self) -> Path:
@@ -103,7 +103,7 @@ class DuckDBWarehouse(dg.ConfigurableResource):
         """Where the ``reports`` asset publishes each suite's bundle, ``<reports_dir>/<suite>/``."""
         if self.reports:
             return Path(self.reports).expanduser().resolve()
-        return self.snapshot_file().parent / "reports"
+        return reports_path(self.file())
 
     @contextmanager
     def connection(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -21,6 +21,7 @@ from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.terminal import console, printable
 from warehouse.db import WAREHOUSE_ENV, all_or_nothing, connect, one_row, warehouse_path
+from warehouse.snapshot import reports_path
 
 if TYPE_CHECKING:
     from warehouse.loader import LoadReport, SpecReport
@@ -289,13 +290,15 @@ def leaderboard(suite_id: str, warehouse_file: Path | None) -> None:
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Folder of the bundle (default: reports/<suite>/).",
+    help="Folder of the bundle, replaced whole: new, empty or an earlier report's (default: "
+    "reports/<suite>/ next to the warehouse, where Dagster's reports asset publishes).",
 )
 @warehouse_option
 def report(suite_id: str, out_dir: Path | None, warehouse_file: Path | None) -> None:
     """Write a suite's report bundle: figures (PNG, SVG, CSV), LEADERBOARD.md/.csv/.json/.html,
     report.html and manifest.json, from the marts (built by `tmlbench warehouse build`)."""
-    from warehouse.report import write_report
+    from warehouse.report import publish_report
+    from warehouse.report.publish import bundle_folder
 
     warehouse_file = _resolve(warehouse_file)
     if not warehouse_file.is_file():
@@ -303,10 +306,10 @@ def report(suite_id: str, out_dir: Path | None, warehouse_file: Path | None) -> 
             f"no warehouse at {warehouse_file}: build it and its marts with `tmlbench warehouse "
             "build` (or `make run`)"
         )
-    target = out_dir if out_dir is not None else Path("reports") / suite_id
+    target = out_dir or bundle_folder(reports_path(warehouse_file), suite_id)
     con = connect(warehouse_file, read_only=True)
     try:
-        manifest = write_report(con, suite_id, target, f"the warehouse {warehouse_file}")
+        manifest = publish_report(con, suite_id, target, f"the warehouse {warehouse_file}")
     finally:
         con.close()
     say(f"wrote {len(manifest.files) + 1} files to {target}")

@@ -27,6 +27,12 @@ def snapshot_path(warehouse: Path) -> Path:
     return warehouse.with_name(f"{warehouse.stem}.snapshot.duckdb")
 
 
+def reports_path(warehouse: Path) -> Path:
+    """Default folder of the published report bundles (``<folder>/<suite>/``): ``reports/`` next
+    to the warehouse. `tmlbench report` and Dagster's ``reports`` asset both publish there."""
+    return warehouse.parent / "reports"
+
+
 def publish_snapshot(
     warehouse: Path, snapshot: Path, schemas: tuple[str, ...] = SNAPSHOT_SCHEMAS
 ) -> dict[str, int]:

@@ -22,7 +22,7 @@ from orchestration.resources import DuckDBWarehouse
 from warehouse.db import connect
 from warehouse.report import publish_report
 from warehouse.report.figures import FIGURES
-from warehouse.report.publish import FOLDER_NAME
+from warehouse.report.publish import FOLDER_NAME, bundle_folder, bundle_suite
 
 REPORTS = dg.AssetKey("reports")
 SUITES_WITH_RUNS = "select suite_id from display.filter_options where has_runs order by suite_id"
@@ -56,7 +56,8 @@ def reports(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse) -> dg
             # one suite's failure (a suite id no folder can have, a chart the renderer refuses)
             # leaves the other suites' bundles published; the asset fails below, naming it
             try:
-                manifest = publish_report(con, suite, root, f"the snapshot {snapshot}")
+                folder = bundle_folder(root, suite)
+                manifest = publish_report(con, suite, folder, f"the snapshot {snapshot}")
             except Exception as exc:
                 failed[suite] = f"{type(exc).__name__}: {exc}"
                 context.log.error(f"report of suite {suite}: {failed[suite]}")
@@ -122,13 +123,7 @@ def remove_stale_bundles(root: Path, keep: set[str]) -> list[str]:
     removed = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         name = folder.name
-        if name in keep or not FOLDER_NAME.fullmatch(name) or folder.is_symlink():
-            continue
-        try:
-            owner = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # no manifest (or not a folder): not a bundle
-            continue
-        if isinstance(owner, dict) and owner.get("suite_id") == name:
+        if name not in keep and FOLDER_NAME.fullmatch(name) and bundle_suite(folder) == name:
             shutil.rmtree(folder)
             removed.append(name)
     return removed

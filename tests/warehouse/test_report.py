@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -288,6 +289,28 @@ def test_cli_writes_the_bundle_and_refuses_with_what_to_run(app_snapshot, tmp_pa
     missing = tmlbench(env, "report", "--suite", "demo")
     assert missing.returncode != 0 and "no warehouse at" in missing.stdout + missing.stderr
     assert "absent.duckdb" in io.StringIO(missing.stdout + missing.stderr).getvalue()
+
+
+def test_cli_publishes_next_to_the_warehouse_and_replaces_only_a_bundle(app_snapshot, tmp_path):
+    warehouse = tmp_path / "w" / "tmlbench.duckdb"
+    warehouse.parent.mkdir()
+    shutil.copyfile(app_snapshot, warehouse)
+    env = {**os.environ, "TMLBENCH_WAREHOUSE": str(warehouse)}
+    published = tmp_path / "w" / "reports" / "demo"  # where Dagster's reports asset publishes
+    assert tmlbench(env, "report", "--suite", "demo").returncode == 0
+    (published / "figures" / "stale.svg").write_text("from an older report")
+    again = tmlbench(env, "report", "--suite", "demo")
+    assert again.returncode == 0, again.stderr
+    assert (published / "manifest.json").is_file()
+    assert not (published / "figures" / "stale.svg").exists()  # replaced whole
+    assert sorted(p.name for p in published.parent.iterdir()) == ["demo"]  # no staging left
+    # a folder that holds anything but a report is never replaced (its content would be deleted)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    refused = tmlbench(env, "report", "--suite", "demo", "--out", str(mine))
+    assert refused.returncode != 0 and "is not a report bundle" in refused.stdout + refused.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
 
 
 # 200 generated cell texts each (ids come from spec files and imported results we did not write)

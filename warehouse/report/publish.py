@@ -1,7 +1,7 @@
 """A suite's bundle as one thing: published into its folder atomically, or packed as a zip.
 
-``publish_report`` is what Dagster's ``reports`` asset runs per suite: the bundle is written into
-a new folder beside the published one, then swapped in, so a reader of ``<reports>/<suite>/``
+``publish_report`` is what `tmlbench report` and Dagster's ``reports`` asset run: the bundle is
+written into a new folder beside the published one, then swapped in, so a reader of the folder
 finds the previous bundle whole or the new one whole, never a mix of both (a figure the new
 bundle leaves out gone, a CSV of the old numbers beside a report.html of the new). ``report_zip``
 is what the dashboard offers for download.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import io
+import json
 import os
 import re
 import secrets
@@ -48,26 +49,51 @@ def bundle_folder(reports_dir: Path, suite_id: str) -> Path:
     return Path(reports_dir) / suite_id
 
 
+def bundle_suite(folder: Path) -> str | None:
+    """The suite whose bundle ``folder`` holds (its ``manifest.json`` names it), or None when
+    ``folder`` is not a report bundle (no such folder, a symlink, no manifest of ours)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    suite = manifest.get("suite_id") if isinstance(manifest, dict) else None
+    return suite if isinstance(suite, str) else None
+
+
 def publish_report(
-    con: duckdb.DuckDBPyConnection, suite_id: str, reports_dir: Path, source: str = "the snapshot"
+    con: duckdb.DuckDBPyConnection, suite_id: str, folder: Path, source: str = "the snapshot"
 ) -> ReportManifest:
-    """Write ``suite_id``'s bundle to ``<reports_dir>/<suite_id>/``, replacing what was there in
-    one step (``write_report``'s arguments and errors; nothing is replaced when it raises)."""
-    target = bundle_folder(reports_dir, suite_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``suite_id``'s bundle to ``folder``, replacing what was there in one step
+    (``write_report``'s arguments and errors; nothing is replaced when it raises).
+
+    ``folder`` must be new, empty, or a report bundle: anything else is refused, since the
+    previous content is deleted once the new bundle is in place.
+    """
+    folder = Path(folder).absolute()
+    if folder.is_symlink() or (
+        folder.exists()
+        and (not folder.is_dir() or (any(folder.iterdir()) and bundle_suite(folder) is None))
+    ):
+        raise TmlbenchError(
+            f"{folder} is not a report bundle, and a report replaces its folder whole: name a "
+            "new or empty folder (or one a report was written to)"
+        )
+    folder.parent.mkdir(parents=True, exist_ok=True)
     # mkdir, not mkdtemp: the folder gets the umask's mode, as the published one should (0o700
     # would lock other users out of the bundle once it is swapped in)
-    staging = target.with_name(f".{suite_id}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    staging = folder.with_name(f".{folder.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     staging.mkdir()
     try:
         manifest = write_report(con, suite_id, staging, source)
-        if target.exists():
-            swap(staging, target)  # staging now holds the previous bundle
+        if folder.exists():
+            swap(staging, folder)  # staging now holds the previous bundle
         else:
-            os.rename(staging, target)
+            os.rename(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return replace(manifest, out_dir=target)
+    return replace(manifest, out_dir=folder)
 
 
 def swap(new: Path, published: Path) -> None:
