@@ -145,3 +145,32 @@ def test_each_benchmark_has_one_short_latest_result_with_its_script_date_and_mac
             listed.add(name)
     scripts = {p.name for p in (REPO_ROOT / "benchmarks").glob("*.py")} - {"machine.py"}
     assert scripts - listed == set(), "a benchmark script with no row in benchmarks/README.md"
+
+
+# Paths the docs name that a run makes (git-ignored), or that an example or an error message uses.
+NOT_IN_THE_TREE = {
+    "warehouse/tmlbench.duckdb",
+    "warehouse/reports/",
+    "warehouse/reports/demo/",
+    "agents/my-agent.yaml",
+    "suites/x.yaml",
+}
+CODE_PATH = re.compile(
+    r"`((?:runner|warehouse|orchestration|app|dbt_project|tests|benchmarks"
+    r"|agents|tasks|suites)/[^`\s:]*)"
+)
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_every_repository_path_a_doc_names_exists(name: str):
+    """A path in code format (`runner/sandbox/seccomp.py`) names a file of today's tree, from the
+    repository root or the doc's folder: moving a module means moving the sentences about it."""
+    doc = REPO_ROOT / name
+    gone = []
+    for path in CODE_PATH.findall(doc.read_text(encoding="utf-8")):
+        path = path.rstrip(",.;)")
+        if re.search(r"[<>*{}…]", path) or path in NOT_IN_THE_TREE:
+            continue  # a pattern (`runs/<run_id>/`), an example or a run's output
+        if not ((REPO_ROOT / path).exists() or (doc.parent / path).exists()):
+            gone.append(path)
+    assert gone == [], f"{name} names paths that are not in the repository"
