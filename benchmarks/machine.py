@@ -1,4 +1,4 @@
-"""One line describing the machine a benchmark ran on, for the README's result tables."""
+"""One line describing the machine a benchmark ran on, for the result tables of benchmarks/README.md."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def test_a_bad_agent_spec_names_the_file_and_the_problem(tmp_path: Path, body: s
 
 
 def test_the_readme_example_of_a_local_model_is_a_valid_agent(tmp_path: Path):
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "agents" / "README.md").read_text()
     block = readme.split("```yaml\n# agents/ollama", 1)[1].split("```", 1)[0]
     agent = load_yaml_model(write(tmp_path, "# agents/ollama" + block), AgentSpec)
     assert agent.kind == "llm" and agent.llm.api_key_env is None
