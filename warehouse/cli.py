@@ -21,7 +21,6 @@ from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.terminal import console, printable
 from warehouse.db import WAREHOUSE_ENV, all_or_nothing, connect, one_row, warehouse_path
-from warehouse.snapshot import reports_path
 
 if TYPE_CHECKING:
     from warehouse.loader import LoadReport, SpecReport
@@ -299,6 +298,7 @@ def report(suite_id: str, out_dir: Path | None, warehouse_file: Path | None) -> 
     report.html and manifest.json, from the marts (built by `tmlbench warehouse build`)."""
     from warehouse.report import publish_report
     from warehouse.report.publish import bundle_folder
+    from warehouse.snapshot import reports_path
 
     warehouse_file = _resolve(warehouse_file)
     if not warehouse_file.is_file():
