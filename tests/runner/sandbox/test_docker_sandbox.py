@@ -19,9 +19,9 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.errors import HarnessError
-from runner.registry import load_agent
 from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine
 from runner.sandbox import docker as docker_backend
+from runner.specs.registry import load_agent
 from tests.support.attempts import attempt
 from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, probe_command
 
