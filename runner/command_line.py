@@ -24,7 +24,7 @@ from runner.terminal import console, err_console, printable
 if TYPE_CHECKING:
     from runner.agents.check import CheckStep
     from runner.specs.registry import SpecProblem
-    from runner.tasks.prepared_task import PreparedTask
+    from runner.tasks.prepared_files import PreparedTask
 
 
 class _BackendChoice(click.Choice[str]):
@@ -68,7 +68,7 @@ def tasks_list(paths: Paths) -> None:
     from rich.table import Table
 
     from runner.specs.registry import list_tasks
-    from runner.tasks.prepared_task import prepared_task
+    from runner.tasks.prepared_files import prepared_task
 
     listing = list_tasks(paths.tasks_dir)
     table = Table("task", "type", "metric", "full rows", "kaggle competition", "prepared")
@@ -321,7 +321,7 @@ def run_cmd(
     from runner.sandbox import get_sandbox
     from runner.specs import DEFAULT_PROFILES_BY_BUDGET
     from runner.specs.registry import agent_code_dir, load_agent, load_task, task_spec_sha256
-    from runner.tasks.prepared_task import prepared_task
+    from runner.tasks.prepared_files import prepared_task
 
     profile = profile or DEFAULT_PROFILES_BY_BUDGET.get(budget, "standard")
     agent = load_agent(paths.agents_dir, agent_id)

@@ -42,7 +42,7 @@ from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, SandboxResult
 from runner.specs import AgentSpec, TaskSpec
 from runner.tasks.instructions.render import instructions_sha256, render_instructions
 from runner.tasks.manifest import MANIFEST_FILE, PUBLIC_FILES
-from runner.tasks.prepared_task import PreparedTask, verify_public
+from runner.tasks.prepared_files import PreparedTask, verify_public
 
 GIB = 1024**3
 LOCAL_SCORE = re.compile(

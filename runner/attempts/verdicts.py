@@ -24,7 +24,7 @@ from runner.grading import (
 )
 from runner.sandbox import SandboxResult
 from runner.specs import TaskSpec
-from runner.tasks.prepared_task import PreparedTask
+from runner.tasks.prepared_files import PreparedTask
 
 
 def judge(

@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 
 from runner.attempts.records import RunRecord
 from runner.suites.benchmark_settings import Setting, setting_key
-from runner.tasks.prepared_task import PreparedTask
+from runner.tasks.prepared_files import PreparedTask
 
 
 def describe_prepared(prepared: PreparedTask) -> dict[str, object]:

@@ -25,7 +25,7 @@ from runner.suites.preflight import CliRemedies, Preflight, Remedies, RunRefused
 from runner.suites.resumptions import Resumption, append_resumption, forgiven_run_ids
 from runner.suites.scheduling import AttemptDone, CpuPool, default_workers, host_cpus, run_settings
 from runner.tasks.preparation import prepare_twin
-from runner.tasks.prepared_task import PreparedTask, prepared_task, public_problems, verify_public
+from runner.tasks.prepared_files import PreparedTask, prepared_task, public_problems, verify_public
 
 
 class Bench:

@@ -27,7 +27,7 @@ from runner.sandbox import Sandbox
 from runner.specs import AgentSpec
 from runner.specs.registry import agent_code_dir
 from runner.suites.benchmark_settings import Setting
-from runner.tasks.prepared_task import PreparedTask, public_problems
+from runner.tasks.prepared_files import PreparedTask, public_problems
 
 FaultKind = Literal[
     "task_not_prepared",  # no prepared data for the task at the suite's scale

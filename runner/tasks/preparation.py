@@ -21,7 +21,7 @@ from runner.specs import TaskSpec
 from runner.specs.registry import task_dir
 from runner.tasks.manifest import MANIFEST_FILE, PUBLIC_FILES, Manifest, ManifestFile, ManifestTask
 from runner.tasks.metrics import get_metric, trivial_score
-from runner.tasks.prepared_task import PreparedTask, prepared_task, sha256_file
+from runner.tasks.prepared_files import PreparedTask, prepared_task, sha256_file
 from runner.tasks.twins import load_generator
 
 # Fewer rows cannot be split 80/20 with both classes on both sides reliably.

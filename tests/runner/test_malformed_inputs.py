@@ -22,7 +22,7 @@ from runner.errors import TmlbenchError
 from runner.sandbox import get_sandbox
 from runner.specs.registry import load_agent, load_task, task_spec_sha256
 from runner.tasks.preparation import prepare_twin
-from runner.tasks.prepared_task import verify_public
+from runner.tasks.prepared_files import verify_public
 from tests.support.records import make_record
 from tests.support.tmlbench_cli import tmlbench
 from warehouse.loader import load_runs
