@@ -42,7 +42,7 @@ TRANSCRIPT_PREVIEW_BYTES = 2 * 1024**2
 def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[dict] | None:
     """An attempt's transcript as events: the built-in llm agent's (start, request, response,
     tool, retry, end, ...) or the provider gateway's for command agents (gateway_start,
-    model_call, request, transcript_full, gateway_stop; see runner.gateway).
+    model_call, request, transcript_full, gateway_stop; see runner.agents.gateway).
 
     Read like any other run file (regular file inside the run folder, at most ``limit`` bytes);
     a line that is not a JSON object with a string ``event`` (e.g. cut by the limit) is

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from machine import describe_machine  # benchmarks/machine.py
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.config import Paths
-from runner.metrics import get_metric
-from runner.prepare import prepare_twin
-from runner.registry import agent_code_dir, list_tasks, load_agent, task_spec_sha256
 from runner.sandbox import get_sandbox
-from runner.scheduling import CpuPool, host_cpus
+from runner.specs.registry import agent_code_dir, list_tasks, load_agent, task_spec_sha256
+from runner.suites.scheduling import CpuPool, host_cpus
+from runner.tasks.metrics import get_metric
+from runner.tasks.preparation import prepare_twin
 
 AGENTS = ("baseline-linear", "baseline-gbm")
 

@@ -28,15 +28,15 @@ from pathlib import Path
 
 from machine import describe_machine  # benchmarks/machine.py
 
-from runner.agent_check import point_at
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-from runner.clis import find_installed
+from runner.agents.check import point_at
+from runner.agents.installs import find_installed
+from runner.agents.scripted_provider import ScriptedProvider, repeat, reply
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.config import REPO_ROOT
-from runner.prepare import prepare_twin
-from runner.registry import list_agents, load_task, task_spec_sha256
 from runner.sandbox import get_sandbox
-from runner.scripted_provider import ScriptedProvider, repeat, reply
 from runner.specs import AgentSpec
+from runner.specs.registry import list_agents, load_task, task_spec_sha256
+from runner.tasks.preparation import prepare_twin
 
 TASK = "bank-customer-churn-ict-u-ai"
 KEY_ENV = "TMLBENCH_BENCH_PROVIDER_KEY"

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from machine import describe_machine  # benchmarks/machine.py
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.config import REPO_ROOT
-from runner.prepare import prepare_twin
-from runner.registry import load_task, task_spec_sha256
 from runner.sandbox import cgroups, get_sandbox
 from runner.specs import AgentSpec
+from runner.specs.registry import load_task, task_spec_sha256
+from runner.tasks.preparation import prepare_twin
 
 TASK = "bank-customer-churn-ict-u-ai"
 WORKLOAD = """

@@ -9,10 +9,10 @@ median of ``--repeats`` runs after one warm-up each:
 
 * ``byte hash``: sha256 of the file's bytes in memory (what ``grade_submission`` adds to its
   read);
-* ``normalized``: ``runner.fingerprint.normalized_sha256`` (sort by id, canonical lines,
+* ``normalized``: ``runner.grading.fingerprint.normalized_sha256`` (sort by id, canonical lines,
   sha256), what ``grade_submission`` adds after scoring;
 * ``repr form``: the same canonical lines with each value written by Python's ``repr``
-  instead of its bits: the alternative runner.fingerprint's docstring explains it did not take;
+  instead of its bits: the alternative runner.grading.fingerprint's docstring explains it did not take;
 * ``file hash``: ``hash_submission_file`` (guarded open, 1 MiB reads), for attempts that are
   not graded;
 * ``grade``: ``grade_submission`` as a whole (validation, scoring and both fingerprints), for
@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT))
 from machine import describe_machine  # noqa: E402  (benchmarks/machine.py)
 
 from runner import grading  # noqa: E402
-from runner.fingerprint import normalized_sha256  # noqa: E402
 from runner.grading import (  # noqa: E402
     default_max_bytes,
     grade_submission,
@@ -50,6 +49,7 @@ from runner.grading import (  # noqa: E402
     load_answers,
     validate_submission,
 )
+from runner.grading.fingerprint import normalized_sha256  # noqa: E402
 from runner.specs import TaskSpec  # noqa: E402
 
 TARGET_S_PER_MILLION = 0.5

@@ -2,7 +2,7 @@
 
 Run:  uv run python benchmarks/frame_flood.py [--gib 1] [--frames 1000]
 
-The reader is the harness's own code, ``runner.llm.tools.ToolHostChannel`` with the frame cap
+The reader is the harness's own code, ``runner.agents.llm.tools.ToolHostChannel`` with the frame cap
 an llm session uses by default (``frame_cap(8_000, 50_000)`` = 332,768 bytes), in a fresh
 child interpreter that listens on a unix socket like ``LlmSession``. For each scenario a
 separate peer process connects (the sandbox's side) and misbehaves:
@@ -99,7 +99,7 @@ def peer(scenario: str, path: str, gib: float, cap: int) -> None:
 
 
 def unbounded_read_line(conn: socket.socket) -> bytes:
-    """The reader before the frame cap (runner/llm/session.py ``_read_line``), for comparison."""
+    """The reader before the frame cap (runner/agents/llm/session.py ``_read_line``), for comparison."""
     chunks = []
     while True:
         chunk = conn.recv(65536)
@@ -115,7 +115,7 @@ def unbounded_read_line(conn: socket.socket) -> bytes:
 
 def reader(gib: float, frames: int, scenarios: list[str]) -> None:
     """Run the scenarios against ToolHostChannel; print the measurements as JSON."""
-    from runner.llm.tools import ProtocolViolation, ToolHostChannel, ToolHostGone, frame_cap
+    from runner.agents.llm.tools import ProtocolViolation, ToolHostChannel, ToolHostGone, frame_cap
 
     cap = frame_cap(8_000, 50_000)
     out: dict = {"cap": cap, "bare_mb": None}

@@ -8,7 +8,7 @@ connection per path (as the CLIs hold one) times whole calls, request sent to re
 * direct:             client → provider (TCP)
 * gateway:            client → gateway (unix socket) → provider
 * gateway+forwarder:  client → loopback TCP port → splice → gateway → provider, the path a
-                      CLI in the sandbox takes (runner.egress.forward's own code, in-process;
+                      CLI in the sandbox takes (runner.agents.egress.forward's own code, in-process;
                       it sets TCP_NODELAY: without it, Nagle held every stream ~40 ms)
 
 Provider and clients disable Nagle's algorithm as real servers, undici and reqwest do.
@@ -18,7 +18,7 @@ call with a 400 KB conversation (the gateway parses every model call's JSON). Ca
 interleaved across paths so drift hits all alike; added latency = median(path) - median(direct).
 
 The gateway holds a key of ``--key-length`` characters (default 164, as an OpenAI project
-key): the reply is redacted of its forms as it passes (runner/redaction.py), across reads.
+key): the reply is redacted of its forms as it passes (runner/agents/redaction.py), across reads.
 
 Target (issue 11): the gateway adds at most 5 ms per call (median).
 """
@@ -38,8 +38,8 @@ from pathlib import Path
 
 from machine import describe_machine  # benchmarks/machine.py
 
-from runner.egress import forward
-from runner.gateway import ProviderGateway
+from runner.agents.egress import forward
+from runner.agents.gateway import ProviderGateway
 
 REPLY = json.dumps(
     {

@@ -41,9 +41,9 @@ from machine import describe_machine
 
 from orchestration.partitions import settings_partition_key
 from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS
+from runner.attempts.records import load_records
 from runner.config import REPO_ROOT
-from runner.records import load_records
-from runner.registry import load_suite
+from runner.specs.registry import load_suite
 from tests.support.dagster_ui import DagsterUI, dagster_env, running_dagster
 
 SUITE, AGENT, BUDGET = "demo", "baseline-constant", 240

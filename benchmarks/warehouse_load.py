@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from machine import describe_machine  # noqa: E402  (benchmarks/machine.py)
 
-from runner.records import RECORD_FILE, WORKSPACE_DIR, RunRecord  # noqa: E402
+from runner.attempts.records import RECORD_FILE, WORKSPACE_DIR, RunRecord  # noqa: E402
 from warehouse.db import apply_ddl, connect  # noqa: E402
 from warehouse.loader import LoadReport, load_runs  # noqa: E402
 

@@ -4,10 +4,15 @@ import dagster as dg
 
 from orchestration.resources import BenchConfig
 from orchestration.suites import SuiteFile
-from runner.audit import coverage_gaps, manifest_drift, private_references
-from runner.prepare import prepared_task
-from runner.records import RunRecord, load_records
-from runner.settings import SuiteLayout, suite_settings
+from runner.attempts import RunRecord, load_records
+from runner.suites import (
+    SuiteLayout,
+    coverage_gaps,
+    manifest_drift,
+    private_references,
+    suite_settings,
+)
+from runner.tasks import prepared_task
 
 
 def build_checks(

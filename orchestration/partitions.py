@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from runner.settings import setting_key
 from runner.specs import SuiteSpec
+from runner.suites import setting_key
 
 TASK_DIM = "task"
 AGENT_BUDGET_DIM = "agent_budget"

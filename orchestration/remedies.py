@@ -1,6 +1,6 @@
 """What to do about a refused agent run or a stopped setting, said in the Dagster UI's terms.
 
-The runner finds the faults (``runner.preflight``) and words their fixes as ``tmlbench``
+The runner finds the faults (``runner.suites.preflight``) and words their fixes as ``tmlbench``
 commands; a run launched from Dagster names the asset to materialize or the launch config to
 set instead, where there is one.
 """
@@ -12,8 +12,7 @@ from pydantic import Field
 
 from orchestration.partitions import settings_partition_key
 from orchestration.suites import SuiteFile
-from runner.preflight import Fault
-from runner.settings import Setting, parse_setting_key
+from runner.suites import Fault, Setting, parse_setting_key
 
 
 class AgentRunsConfig(dg.Config):
@@ -31,7 +30,7 @@ class AgentRunsConfig(dg.Config):
 
 @dataclass(frozen=True)
 class DagsterRemedies:
-    """``runner.preflight.Remedies`` for a run of one suite file's assets."""
+    """``runner.suites.preflight.Remedies`` for a run of one suite file's assets."""
 
     suite_file: SuiteFile
 

@@ -16,10 +16,9 @@ from dagster_dbt import DbtCliResource, DbtProject
 from pydantic import Field
 
 from runner.config import Paths
-from runner.registry import load_suite
 from runner.sandbox import Sandbox, get_sandbox
-from runner.settings import SuiteLayout
-from runner.specs import SuiteSpec
+from runner.specs import SuiteSpec, load_suite
+from runner.suites import SuiteLayout
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.dbt import DBT_PROJECT_DIR, dbt_executable, vars_args
 from warehouse.snapshot import reports_path, snapshot_path

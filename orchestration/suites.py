@@ -19,7 +19,7 @@ import dagster as dg
 from orchestration.partitions import SuiteKeys, SuitePartitions
 from runner.config import Paths
 from runner.errors import SpecError
-from runner.registry import load_agent, load_suite, load_task
+from runner.specs import load_agent, load_suite, load_task
 
 # A file name that can name assets: Dagster keys take it as is, op and group names with "-" and
 # "." turned into "_".

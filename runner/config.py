@@ -28,7 +28,7 @@ class Paths:
     suites_dir: Path  # suite files: suites/<suite>.yaml
     data_dir: Path  # prepared data: <data_dir>/tasks/<task_id>/{public,private}
     runs_dir: Path  # attempts: <runs_dir>/<run_id>/record.json
-    clis_dir: Path = field(default_factory=default_clis_dir)  # agent CLIs (runner.clis)
+    clis_dir: Path = field(default_factory=default_clis_dir)  # agent CLIs (runner.agents.installs)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Paths:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from runner.config import REPO_ROOT, Paths
-from runner.prepare import prepare_twin
-from runner.registry import load_task
+from runner.specs.registry import load_task
+from runner.tasks.preparation import prepare_twin
 from tests.support.dashboard_snapshot import build_snapshot
 from tests.support.prepared_tasks import make_paths
 from warehouse.db import apply_ddl, connect

@@ -1,4 +1,4 @@
-"""The tests' layout holds: helpers live in tests/support, never in a test module.
+"""The layout holds: test helpers live in tests/support, and runner/ is entered by its rooms.
 
 No module under tests/ or benchmarks/ imports a test module (``test_*.py``) or a
 ``conftest.py``: pytest loads those itself, and a second import runs them twice under two
@@ -9,8 +9,14 @@ with ``ast``, wherever they are in a file (a function's own imports included).
 from __future__ import annotations
 
 import ast
+import importlib
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from runner.config import REPO_ROOT
 
@@ -93,3 +99,74 @@ def test_runner_and_warehouse_import_neither_streamlit_nor_the_dashboard():
                     found.append(f"{path.relative_to(REPO_ROOT)}:{line}: imports {module}")
     assert (REPO_ROOT / "warehouse" / "report" / "charts.py").is_file()
     assert not found, "\n".join(found)
+
+
+# runner/ in rooms (runner/README.md): the modules that stay at its top are the shared ones; any
+# other module belongs in a room, so a new one is placed deliberately (or added here, with why).
+RUNNER_TOP = {"__init__", "agent_files", "command_line", "config", "errors", "rooms", "terminal"}
+ROOMS = ("tasks", "suites", "attempts", "agents", "specs", "sandbox", "grading")
+LAZY_ROOMS = ("tasks", "suites", "attempts", "agents")
+# What code outside runner/ may import: a room (its surface, never a module inside it), or a
+# shared module. `from runner import X` takes only the package's own names (__version__).
+SURFACE = {f"runner.{room}" for room in ROOMS} | {
+    f"runner.{name}" for name in RUNNER_TOP - {"__init__", "rooms"}
+}
+OUTSIDERS = ("orchestration", "warehouse", "app")
+
+
+def test_runner_keeps_only_its_shared_modules_at_the_top():
+    top = {p.stem for p in (REPO_ROOT / "runner").glob("*.py")}
+    rooms = {p.parent.name for p in (REPO_ROOT / "runner").glob("*/__init__.py")}
+    assert top == RUNNER_TOP, f"runner/ gained or lost a top module: {sorted(top ^ RUNNER_TOP)}"
+    assert rooms == {*ROOMS}, f"runner/'s rooms changed: {sorted(rooms ^ {*ROOMS})}"
+
+
+def surface_violations(path: Path) -> Iterator[str]:
+    where = path.relative_to(REPO_ROOT)
+    for line, module, names in imports(path):
+        if module != "runner" and not module.startswith("runner."):
+            continue
+        if module == "runner":
+            inside = [f"runner.{name}" for name in names if name != "__version__"]
+        elif module not in SURFACE:
+            inside = [module]
+        else:
+            inside = [f"{module}.{name}" for name in names if is_module(f"{module}.{name}")]
+        for dotted in inside:
+            yield f"{where}:{line}: imports {dotted}; import its room's surface (runner.<room>) instead"
+
+
+def test_outside_code_imports_runner_only_through_its_rooms_surfaces():
+    files = sorted(p for top in OUTSIDERS for p in (REPO_ROOT / top).rglob("*.py"))
+    found = [problem for path in files for problem in surface_violations(path)]
+    # The check reads real imports: the Dagster assets take the bench from its room.
+    assert any(
+        module == "runner.suites" and "Bench" in names
+        for path in files
+        for _, module, names in imports(path)
+    )
+    assert not found, "\n".join(found)
+
+
+def test_each_surface_name_resolves_and_importing_a_room_loads_none_of_its_modules():
+    """A room's surface (its TYPE_CHECKING imports) names real things, and importing the room
+    imports nothing of it until a name is asked for: the CLI and the Dagster code location pay
+    only for the modules they use."""
+    from runner.rooms import surface_of
+
+    probe = (
+        "import json, sys\n"
+        f"rooms = {[f'runner.{room}' for room in LAZY_ROOMS]!r}\n"
+        "for room in rooms: __import__(room)\n"
+        "print(json.dumps(sorted(m for m in sys.modules for r in rooms if m.startswith(r + '.'))))"
+    )
+    loaded = json.loads(subprocess.check_output([sys.executable, "-c", probe], text=True))
+    assert loaded == [], f"importing a room imported {loaded}"
+
+    for room in (*LAZY_ROOMS, "specs"):
+        package = importlib.import_module(f"runner.{room}")
+        assert package.__file__ is not None
+        for name, module in surface_of(Path(package.__file__)).items():
+            assert getattr(package, name) is getattr(importlib.import_module(module), name)
+    with pytest.raises(AttributeError, match="no attribute 'not_on_the_surface'"):
+        _ = importlib.import_module("runner.suites").not_on_the_surface

@@ -1,11 +1,11 @@
 """The closed vocabularies (run statuses, metric directions, leaderboard variants) agree in
 every layer that must spell them out.
 
-Python declares each one as a type (runner.records.Status, runner.task_vocabulary.Direction); dbt
+Python declares each one as a type (runner.attempts.records.Status, runner.tasks.vocabulary.Direction); dbt
 declares it once as a macro (dbt_project/macros/vocabulary.sql) that models loop over and
 accepted_values tests take; the DDL checks it in raw.runs and raw.tasks; a contracted mart
 lists one n_<status> column per status. Any other file that spells out the whole status list
-is a copy to remove (import runner.records.STATUSES, or call the macro).
+is a copy to remove (import runner.attempts.records.STATUSES, or call the macro).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import jinja2
 import pytest
 import yaml
 
-from runner.records import STATUSES, RunRecord
-from runner.task_vocabulary import Direction
+from runner.attempts.records import STATUSES, RunRecord
+from runner.tasks.vocabulary import Direction
 from warehouse.importers import tml_bench_format
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ DIRECTIONS = typing.get_args(Direction)
 
 # Files that may spell out the whole status list, each checked below against STATUSES.
 STATUS_HOMES = {
-    "runner/records.py",  # the type: the one Python home
+    "runner/attempts/records.py",  # the type: the one Python home
     "dbt_project/macros/vocabulary.sql",  # the one dbt home
     "warehouse/ddl/raw.sql",  # the database's check constraint on raw.runs.status
 }
@@ -184,6 +184,6 @@ def test_no_other_file_spells_out_the_status_list():
         and _spells_out_every_status(path.read_text(errors="replace"))
     }
     assert copies <= STATUS_HOMES, (
-        "spell the statuses out once: import runner.records.STATUSES (Python) or call "
+        "spell the statuses out once: import runner.attempts.records.STATUSES (Python) or call "
         f"run_statuses() (dbt); copies: {sorted(copies - STATUS_HOMES)}"
     )

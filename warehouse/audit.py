@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from runner.records import STATUSES
+from runner.attempts import STATUSES
 
 
 def status_problems(con: duckdb.DuckDBPyConnection, limit: int = 20) -> list[str]:

@@ -1,6 +1,6 @@
 """Parse many run records at once with Arrow, accepting only what pydantic would accept as is.
 
-``runner.records.RunRecord`` is the one home of the record's fields, ``warehouse/ddl/raw.sql``
+``runner.attempts.records.RunRecord`` is the one home of the record's fields, ``warehouse/ddl/raw.sql``
 of their column types. From both this module derives, at load time, an Arrow schema for
 pyarrow's JSON reader (C++, both cores: a batch of files becomes columns, no Python object per
 record) and the checks, in Arrow compute, of the model's rules the reader does not enforce and
@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from runner.attempts import RunRecord
 from runner.errors import TmlbenchError
-from runner.records import RunRecord
 
 Kind = Literal["string", "enum", "integer", "number", "boolean", "timestamp", "int_map", "str_list"]
 
@@ -132,7 +132,7 @@ def check_columns(rules: Sequence[FieldRule], columns: dict[str, str]) -> None:
     ]
     if wrong:
         raise TmlbenchError(
-            "raw.runs column types do not match runner.records.RunRecord: "
+            "raw.runs column types do not match runner.attempts.records.RunRecord: "
             + "; ".join(wrong)
             + " (warehouse/ddl/raw.sql and the model must agree)"
         )

@@ -29,7 +29,7 @@ Speed: a load grows with what is new, not with what exists.
   (``<suite's runs_subdir>/<run id prefix>``: the settings a Dagster materialization just ran).
 
 Resumptions: the folders a load searches for run folders are where a suite keeps its resumption
-log (``runner.resumptions``); ``raw.resumptions`` mirrors each log it finds, one row per
+log (``runner.suites.resumptions``); ``raw.resumptions`` mirrors each log it finds, one row per
 forgiven run id, so the marts' fault ceilings forgive what the runner's do. The log is
 append-only but a copied folder may lack it: a log gone is gone from the table too (the runner
 would forgive nothing). A malformed line is refused like a record (the others load); a log that
@@ -57,18 +57,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
+from runner.attempts import RunRecord, run_space
 from runner.config import Paths
 from runner.errors import TmlbenchError, describe_validation_error
-from runner.records import RunRecord, run_space
-from runner.registry import (
+from runner.specs import (
+    AgentSpec,
     SpecProblem,
+    SuiteSpec,
+    TaskSpec,
     list_agents,
     list_suites,
     list_tasks,
     task_spec_sha256,
 )
-from runner.resumptions import RESUMPTIONS_FILE, RESUMPTIONS_MAX_BYTES, parse_resumption
-from runner.specs import AgentSpec, SuiteSpec, TaskSpec
+from runner.suites import RESUMPTIONS_FILE, RESUMPTIONS_MAX_BYTES, parse_resumption
 from warehouse.bulk_records import FieldRule, arrow_type, bulk_parse, check_columns, field_rules
 from warehouse.db import apply_ddl
 from warehouse.record_files import (
@@ -123,7 +125,7 @@ class Candidate:
 
 
 class _RunSpaces:
-    """``runner.records.run_space`` of record paths below ``root``, worked out once per folder
+    """``runner.attempts.records.run_space`` of record paths below ``root``, worked out once per folder
     that holds run folders (the rule's path arithmetic costs ~15 µs a record)."""
 
     def __init__(self, root: Path) -> None:
@@ -594,7 +596,7 @@ def _run_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     if missing:
         raise TmlbenchError(
             f"raw.runs has no column for {', '.join(missing)}: warehouse/ddl/raw.sql is behind "
-            "runner.records.RunRecord (add the columns there)"
+            "runner.attempts.records.RunRecord (add the columns there)"
         )
     check_columns(RULES, columns)
     return columns
@@ -813,7 +815,7 @@ def _load_resumptions(
 
 
 def _folder_space(folder: str, root: Path) -> str:
-    """The run space of the run folders in ``folder`` (``runner.records.run_space``)."""
+    """The run space of the run folders in ``folder`` (``runner.attempts.records.run_space``)."""
     return run_space(Path(folder, "run", "record.json"), root)
 
 
@@ -822,7 +824,7 @@ def _resumption_rows(
 ) -> tuple[dict[str, list[object]], list[tuple[str, str]]]:
     """raw.resumptions columns (but the file's hash and ``loaded_at``) of a log's valid lines,
     one row per forgiven run id; and its malformed lines, refused with the reason. Lines are
-    numbered as the runner numbers them (``runner.resumptions.forgiven_run_ids``)."""
+    numbered as the runner numbers them (``runner.suites.resumptions.forgiven_run_ids``)."""
     rows: dict[str, list[object]] = {
         name: [] for name in _RESUMPTION_COLUMNS if name != "file_sha256"
     }

@@ -7,7 +7,7 @@ whose stat changed are read (see ``warehouse.loader``). The scan is one ``lstat`
 Records are written by the harness, but a run folder also holds what an agent left behind, so
 files are read as untrusted input: never through a symbolic link, only regular files, at most
 ``RECORD_MAX_BYTES`` each. A folder holding run folders may hold a suite's resumption log
-(``runner.resumptions``): the scan notes where it looked for one, and the log is read the same way.
+(``runner.suites.resumptions``): the scan notes where it looked for one, and the log is read the same way.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.attempts import RECORD_FILE, WORKSPACE_DIR
 from runner.errors import TmlbenchError
-from runner.records import RECORD_FILE, WORKSPACE_DIR
-from runner.resumptions import RESUMPTIONS_FILE
+from runner.suites import RESUMPTIONS_FILE
 
 # A record is a few kilobytes (the demo suite's are ~2.5 KB); anything this large is not one.
 RECORD_MAX_BYTES = 4 * 2**20
@@ -68,7 +68,7 @@ class ScannedFiles:
 def scan_record_files(runs_dir: Path, prefixes: Sequence[str] | None = None) -> ScannedFiles:
     """Every ``record.json`` under ``runs_dir`` with its stat (nothing is read).
 
-    The rules of ``runner.records.iter_record_paths``: a folder holding a ``record.json`` or a
+    The rules of ``runner.attempts.records.iter_record_paths``: a folder holding a ``record.json`` or a
     ``workspace/`` is a run folder and is never descended into (an agent may write a
     record.json in its workspace); any other folder is searched, at any depth. Symbolic links to
     folders are not followed. With ``prefixes``, only run folders whose paths below

@@ -162,7 +162,7 @@ def suite_run_hint(suite: str) -> str:
 
 def resume_hint(suite: str | None) -> str:
     """How to give settings stopped at a fault ceiling their attempts back, once the cause is
-    fixed: an action (runner/resumptions.py), never an edit of the suite file."""
+    fixed: an action (runner/suites/resumptions.py), never an edit of the suite file."""
     suite = suite or "<suite>"
     command = f"uv run tmlbench resume --suite {suite}"
     return (

@@ -1,6 +1,6 @@
 {#- The closed vocabularies of the record and the marts, declared once for dbt: models loop
     over them and the YAML's accepted_values tests take them (values: "{{ run_statuses() }}").
-    Python declares the same words as types (runner.records.Status, runner.task_vocabulary.Direction);
+    Python declares the same words as types (runner.attempts.records.Status, runner.tasks.vocabulary.Direction);
     warehouse/ddl/raw.sql checks them in raw.runs. tests/test_status_list.py keeps every copy
     in step. -#}
 

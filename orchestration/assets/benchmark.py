@@ -1,4 +1,4 @@
-"""Prepared task data (per task) and agent runs (per setting) of one suite: ``runner.bench.Bench``
+"""Prepared task data (per task) and agent runs (per setting) of one suite: ``runner.suites.bench.Bench``
 does the work, these assets say in Dagster's terms what it did (metadata a person reads in the UI).
 
 Every suite file gets its own pair, in its own group (``orchestration.suites.SuiteFile``); which
@@ -17,16 +17,20 @@ from orchestration.progress import progress_extra
 from orchestration.remedies import AgentRunsConfig, DagsterRemedies
 from orchestration.resources import BenchConfig, SandboxBackend
 from orchestration.suites import SUITE_TAG, SuiteFile
-from runner.audit import describe_prepared
-from runner.bench import Bench, BenchRun
+from runner.attempts import RunRecord
 from runner.errors import TmlbenchError
-from runner.preflight import RunRefused
-from runner.records import RunRecord
-from runner.scheduling import AttemptDone
-from runner.settings import SettingOutcome, parse_setting_key
 from runner.specs import SuiteSpec
+from runner.suites import (
+    AttemptDone,
+    Bench,
+    BenchRun,
+    RunRefused,
+    SettingOutcome,
+    describe_prepared,
+    parse_setting_key,
+)
 
-# Attempts pin CPUs from one pool per process (runner.scheduling.CpuPool): two processes running
+# Attempts pin CPUs from one pool per process (runner.suites.scheduling.CpuPool): two processes running
 # attempts at once would pin the same CPUs. A backfill of a partition grid is split into several
 # runs, so agent runs take a slot of this pool (limit 1 in the instance's dagster.yaml).
 ATTEMPTS_POOL = "attempts"

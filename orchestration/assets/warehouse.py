@@ -19,7 +19,7 @@ from orchestration.conditions import on_new_agent_runs, on_new_data, with_the_ra
 from orchestration.partitions import setting_of
 from orchestration.resources import BenchConfig, DuckDBWarehouse
 from runner.errors import TmlbenchError
-from runner.settings import suite_settings
+from runner.suites import suite_settings
 from warehouse.audit import status_problems
 from warehouse.dbt import project_fingerprint
 from warehouse.loader import LoadReport, content_version, load_runs, load_specs
@@ -223,7 +223,7 @@ def setting_prefixes(
     bench: BenchConfig, settings: dict[str, list[str]], unknown_ok: bool = False
 ) -> list[str] | None:
     """The run folders of the settings, as ``<runs_subdir>/<run id prefix>`` below the runs dir
-    (``runner.settings.Setting.run_id_prefix``).
+    (``runner.suites.benchmark_settings.Setting.run_id_prefix``).
 
     A suite or setting that does not exist is an error, or with ``unknown_ok`` makes the answer
     None (load everything).

@@ -37,7 +37,7 @@ numbers such as ``12.0``, ``+12`` or ``012``.
 The file is parsed with pyarrow's CSV reader with every column read as text, so nothing is
 silently coerced; predictions are then converted with a strict text-to-float cast.
 
-Fingerprints (see ``runner.fingerprint``): the sha256 of the bytes the grader read rides on
+Fingerprints (see ``runner.grading.fingerprint``): the sha256 of the bytes the grader read rides on
 :class:`GradeResult` and on every :class:`InvalidSubmission` raised after the read, and a
 scored submission also gets the sha256 of its canonical form. :func:`hash_submission_file`
 hashes a file that is not graded through the same guarded open.

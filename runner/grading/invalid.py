@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runner.metrics import Metric
 from runner.specs import TaskSpec
+from runner.tasks.metrics import Metric
 
 REASON_CODES: tuple[str, ...] = (
     "missing_file",

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import HarnessError
-from runner.fingerprint import normalized_sha256
 from runner.grading.answers import prepare_answers
+from runner.grading.fingerprint import normalized_sha256
 from runner.grading.invalid import InvalidSubmission, clip, show
 from runner.grading.validation import validate_guarded
-from runner.metrics import Metric, check_task_metric
 from runner.specs import TaskSpec
+from runner.tasks.metrics import Metric, check_task_metric
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class GradeResult:
     """Score of a valid submission: raw metric value and its higher-is-better form.
 
     ``submission_sha256``: sha256 of the file's bytes as read; ``normalized_sha256``: sha256
-    of its content in the canonical form of ``runner.fingerprint``.
+    of its content in the canonical form of ``runner.grading.fingerprint``.
     """
 
     score: float
@@ -63,7 +63,7 @@ def grade_submission(
 ) -> GradeResult:
     """Validate the submission, then score it with the task's metric against the answers.
 
-    The result carries the submission's fingerprints (``runner.fingerprint``); an
+    The result carries the submission's fingerprints (``runner.grading.fingerprint``); an
     :class:`InvalidSubmission` carries the byte hash when the file was read.
     """
     metric = check_task_metric(task)
@@ -77,7 +77,7 @@ def grade_submission(
     except InvalidSubmission as exc:
         exc.submission_sha256 = sha
         raise
-    # Only now: a refused score needs no canonical form (see runner.fingerprint).
+    # Only now: a refused score needs no canonical form (see runner.grading.fingerprint).
     normalized = normalized_sha256(task.id_column, task.target_column, ids, int_ids, preds)
     return GradeResult(
         score=score,

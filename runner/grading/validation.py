@@ -26,8 +26,8 @@ from runner.grading.arrays import (
 from runner.grading.guarded_open import default_max_bytes
 from runner.grading.invalid import InvalidSubmission, Refusals, clip, examples, plural, show
 from runner.grading.reading import SubmissionReader
-from runner.metrics import Metric
 from runner.specs import TaskSpec
+from runner.tasks.metrics import Metric
 
 _NON_FINITE_TEXT = r"^[+-]?(nan|inf|infinity)$"
 _EDGE_SPACE = r"^\s|\s$"

@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.attempts.limits import Limit, WatchedCap
 from runner.errors import HarnessError
-from runner.limits import Limit, WatchedCap
 from runner.sandbox.lifecycle import Ended, classify
 from runner.sandbox.workspace import Workspace
 

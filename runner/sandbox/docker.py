@@ -1,40 +1,17 @@
 """``docker`` backend: one container per attempt, driven through the ``docker`` CLI.
 
-Every attempt gets its own container from the agent runtime image (``make docker-image``;
-runner/sandbox/image/): no network, uid/gid 65534, read-only root filesystem with a
-size-limited tmpfs at /tmp, all capabilities dropped, no-new-privileges, memory (no swap
-around it), pids and CPU caps, docker-init as pid 1 so orphans are reaped. The workspace (its own
-filesystem, handed to uid 65534: runner/sandbox/workspace.py) is the only writable bind
-(at /workspace); the agent's code is read-only at /opt/agent and ``request.binds`` appear
-at their ``inside`` paths, both through views that name no host path
-(runner/sandbox/views.py), as do /etc/hostname, /etc/hosts and /etc/resolv.conf.
+This module is the attempt's container lifecycle: create it (its flags, env file and binds:
+runner/sandbox/docker_create.py), start it attached, keep the deadline, read its end state and
+accounting, remove it. A harness that itself runs in a container binds through the shared folder
+and checks the engine sees its paths (runner/sandbox/docker_in_container.py). The engine's CLI,
+the image, its health check and the removal of containers a crashed harness left behind are in
+runner/sandbox/docker_engine.py; each container's cgroup parent in
+runner/sandbox/docker_cgroups.py, so CPU time and peak memory can be read after it is gone.
 
 The harness keeps the deadline itself (:class:`~runner.sandbox.lifecycle.Watchdog`): at
 the deadline ``docker kill -s TERM``, after the grace period ``docker kill -s KILL`` (pid 1
 dies, and with it the whole pid namespace), and always ``docker rm -f``. Output is attached with
-``docker start -a`` and capped on the host; the container's log driver is ``none`` so an
-agent cannot fill the engine's disk with logs.
-
-The environment is exactly ``request.env``: it travels in an ``--env-file`` (0600, removed
-as soon as the container exists, never on a command line, which is world-readable in
-/proc), and the variables docker adds on its own (HOSTNAME, and HOME or PATH when the
-request has none) are removed again by ``/usr/bin/env -u NAME`` in front of the command.
-
-Each container sits in its own cgroup parent (runner/sandbox/docker_cgroups.py), so CPU
-time and peak memory can be read after it is gone; the engine's CLI, its health check and
-the removal of containers a crashed harness left behind are in runner/sandbox/docker_engine.py.
-
-**A harness in a container** (the Docker deployment's run containers: orchestration/
-deployments/README.md) starts the attempt's container on the host's engine through its
-socket, and the engine resolves every bind source on the host. So the run folders are bound
-into the harness's container at the same absolute paths as on the host, and
-``$TMLBENCH_DOCKER_SHARED_DIR`` names one more such folder: the harness makes its sockets
-and /etc files there (runner/sandbox/views.py) and copies read-only folders that exist only
-in its image (the agent's code) into it for the attempt. Before the first attempt it checks
-that the engine sees the workspace's folder and the shared folder as it does (a marker file
-read back by a probe container), since a bind of a same-named but different host folder would
-blame an empty workspace on the agent. The host's cgroup tree is not visible there: no
-cgroup parent is made, and the record notes that CPU time and peak memory are unknown.
+``docker start -a`` and capped on the host.
 """
 
 from __future__ import annotations
@@ -44,9 +21,7 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -63,83 +38,39 @@ from runner.sandbox.docker_cgroups import (
     remove_cgroup_parent,
     signal_members,
 )
+from runner.sandbox.docker_create import (
+    AGENT_DIR,
+    PYTHON,
+    SANDBOX_UID,
+    WORKSPACE,
+    create_args,
+    open_to_sandbox_user,
+    write_env_file,
+)
 from runner.sandbox.docker_engine import (
     ENGINE_HINT,
     IMAGE,
     IMAGE_HINT,
-    LABEL,
     docker_cli,
     docker_problem,
-    harness_labels,
     remove_orphans,
     remove_orphans_once,
 )
+from runner.sandbox.docker_in_container import Shown, Staging, check_engine_paths
 from runner.sandbox.lifecycle import Ended, Watchdog
 from runner.sandbox.output import CappedLog, log_head, truncation_notes
-from runner.sandbox.seccomp import docker_profile_path
-from runner.sandbox.views import NO_VIEWS, SHARED_DIR_ENV, SynthesizedFiles, Views, shared_dir
+from runner.sandbox.views import Views, shared_dir
 from runner.sandbox.workspace import Workspace
 
 # docker_problem and remove_orphans are imported from here (runner.sandbox, tests).
 __all__ = ["IMAGE", "DockerSandbox", "docker_problem", "remove_orphans"]
 
-WORKSPACE = "/workspace"
-AGENT_DIR = "/opt/agent"
-PYTHON = "/opt/venv/bin/python"
-SANDBOX_UID = 65534
-DOCKER_ADDS = ("HOSTNAME", "HOME", "PATH")  # set by docker/runc unless the request sets them
-# Docker writes these three itself, bound from its data root; ours say the same, from a tmpfs.
-SYNTH_ETC = SynthesizedFiles(
-    "tmlbench-docker-etc-",
-    {
-        "hostname": "sandbox\n",
-        "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
-        "resolv.conf": "# no network in the sandbox\n",
-    },
-)
 POLL = 0.05  # supervisor loop tick (seconds)
 DRAIN_SECONDS = 1.0
-
-
-# -- host-side preparation -------------------------------------------------------------------
-
-
-def _open_to_sandbox_user(bind_dir: Path) -> list[str]:
-    """Let uid/gid 65534 enter a bound folder and connect to the unix sockets directly in it.
-
-    The harness's control folders are often 0700 (mkdtemp) and sockets 0755; under bwrap the
-    sandbox uid maps to the harness's own, under docker it really is 65534. Access is given
-    through the group (65534), never by making anything world-writable.
-    """
-    notes = []
-    st = bind_dir.stat()
-    if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o005 != 0o005:
-        os.chown(bind_dir, -1, SANDBOX_UID)
-        os.chmod(bind_dir, stat.S_IMODE(st.st_mode) | 0o050)
-        notes.append(f"bind {bind_dir}: group {SANDBOX_UID} may enter")
-    if stat.S_ISDIR(st.st_mode):
-        for entry in os.scandir(bind_dir):
-            est = entry.stat(follow_symlinks=False)
-            if stat.S_ISSOCK(est.st_mode) and est.st_mode & 0o006 != 0o006:
-                os.chown(entry.path, -1, SANDBOX_UID, follow_symlinks=False)
-                os.chmod(entry.path, stat.S_IMODE(est.st_mode) | 0o060)
-                notes.append(f"socket {entry.path}: group {SANDBOX_UID} may connect")
-    return notes
-
-
-def _write_env_file(env: dict[str, str]) -> str:
-    """The attempt's environment as a 0600 docker env file (one VAR=value per line)."""
-    for key, value in env.items():
-        bad_key = not key or "=" in key or any(c.isspace() for c in key) or key[0] == "#"
-        if bad_key or any(c in value for c in "\n\r\0") or "\0" in key:
-            raise HarnessError(
-                f"environment variable {key!r} cannot be passed to a docker sandbox "
-                "(names without '=' or spaces, values without newlines or NUL bytes)"
-            )
-    fd, path = tempfile.mkstemp(prefix="tmlbench-env-")  # created 0600
-    with os.fdopen(fd, "w") as f:
-        f.writelines(f"{k}={v}\n" for k, v in env.items())
-    return path
+ROOT_NEEDED = (
+    f"the docker backend hands the workspace to the sandbox user {SANDBOX_UID} and needs a "
+    "harness running as root"
+)
 
 
 class _Pump(threading.Thread):
@@ -166,99 +97,6 @@ def _stop_pumps(pumps: list[_Pump]) -> list[str]:
         if not pump.is_alive():
             os.close(pump.fd)
     return notes
-
-
-class _Staging:
-    """Read-only folders copied into the shared folder for one attempt (a harness in a
-    container: the engine cannot see its image's files). Without a shared folder, nothing."""
-
-    def __init__(self, shared: Path | None, name: str):
-        self.root = shared / f"{name}-ro" if shared else None
-        self.shared = shared
-        self.copies: dict[Path, Path] = {}
-        self.notes: list[str] = []
-
-    def __enter__(self) -> _Staging:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    def visible(self, folder: Path) -> Path:
-        """``folder``, or its copy where the engine sees it."""
-        if self.root is None or self.shared is None or folder.is_relative_to(self.shared):
-            return folder
-        if folder not in self.copies:
-            target = self.root / str(len(self.copies))
-            self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
-            shutil.copytree(folder, target, symlinks=True)
-            for path in [target, *target.rglob("*")]:  # readable by the sandbox user
-                if not path.is_symlink():
-                    mode = stat.S_IMODE(path.stat().st_mode) & 0o755 | 0o644
-                    runnable = path.is_dir() or mode & 0o100
-                    path.chmod(mode | 0o111 if runnable else mode)
-            self.copies[folder] = target
-            self.notes.append(f"read-only folder {folder} copied to {target} for the engine")
-        return self.copies[folder]
-
-
-ROOT_NEEDED = (
-    f"the docker backend hands the workspace to the sandbox user {SANDBOX_UID} and needs a "
-    "harness running as root"
-)
-_same_path_lock = threading.Lock()
-_same_path_seen: set[Path] = set()
-
-
-def check_engine_paths(docker: str, image: str, folders: list[Path]) -> None:
-    """HarnessError unless the engine sees each of ``folders`` at the same path as we do.
-
-    A marker file in each, read back by a probe container that binds them; once per folder
-    and process. Only asked by a harness in a container (``$TMLBENCH_DOCKER_SHARED_DIR``).
-    """
-    with _same_path_lock:
-        todo = [f for f in dict.fromkeys(folders) if f not in _same_path_seen]
-        if not todo:
-            return
-        token = uuid.uuid4().hex
-        markers = [f / f".tmlbench-engine-probe-{token}" for f in todo]
-        args = ["run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL"]
-        args += ["--security-opt", "no-new-privileges", "--log-driver", "none", "--pull", "never"]
-        args += ["--user", "0:0", "--entrypoint", "/bin/cat"]
-        try:
-            for i, (folder, marker) in enumerate(zip(todo, markers, strict=True)):
-                marker.write_text(token)
-                args += ["--mount", f"type=bind,source={folder},target=/probe/{i},readonly"]
-            got = docker_cli(
-                docker,
-                *args,
-                image,
-                *[f"/probe/{i}/{m.name}" for i, m in enumerate(markers)],
-                timeout=30,
-            )
-        finally:
-            for marker in markers:
-                marker.unlink(missing_ok=True)
-        if got.returncode != 0 or got.stdout != token * len(todo):
-            raise HarnessError(
-                "this harness runs in a container and starts sandboxes on the Docker engine "
-                f"outside it ({SHARED_DIR_ENV}), but the engine does not see "
-                f"{', '.join(map(str, todo))} as this container does: bind each at the same "
-                "absolute path in the container as on the Docker host (orchestration/"
-                f"deployments/README.md). {(got.stderr or '').strip()[:300]}"
-            )
-        _same_path_seen.update(todo)
-
-
-class _Shown:
-    """How a read-only folder is bound: its view (no host path), else its engine-visible copy."""
-
-    def __init__(self, views: Views, staging: _Staging):
-        self.views, self.staging = views, staging
-
-    def view(self, folder: Path) -> Path:
-        return self.staging.visible(self.views.view(folder))
 
 
 class DockerSandbox(Sandbox):
@@ -295,61 +133,6 @@ class DockerSandbox(Sandbox):
             return str(exc)
         return None
 
-    def create_args(
-        self,
-        request: SandboxRequest,
-        name: str,
-        env_file: str,
-        views: Views | _Shown | None = None,
-    ) -> list[str]:
-        """``docker create`` arguments (after ``docker``) for ``request``; no values of env.
-
-        With ``views``, read-only folders are bound through them (no host path in the
-        container's mount table).
-        """
-        limits = request.limits
-        workspace = Path(request.workspace).resolve()
-        shown = (views or NO_VIEWS).view
-        agent_dir = shown(request.agent_dir)
-        tmp_size = max(1 << 20, min(limits.disk_bytes, limits.memory_bytes))
-        fsize = max(1, int(limits.disk_bytes))
-        a = ["create", "--name", name, "--pull", "never"]
-        a += ["--label", f"{LABEL}={name}", *harness_labels()]
-        a += ["--network", "none", "--hostname", "sandbox", "--read-only"]
-        a += ["--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "--cap-drop", "ALL"]
-        a += ["--security-opt", "no-new-privileges", "--init", "--ipc", "private"]
-        # Docker's default profile plus our denials (runner/sandbox/seccomp.py).
-        a += ["--security-opt", f"seccomp={docker_profile_path()}"]
-        a += ["--memory", str(int(limits.memory_bytes))]
-        a += ["--memory-swap", str(int(limits.memory_bytes))]
-        a += ["--pids-limit", str(int(limits.pids))]
-        if limits.cpuset is not None:
-            a += ["--cpuset-cpus", limits.cpuset]
-        else:
-            a += ["--cpus", str(len(os.sched_getaffinity(0)))]
-        if cgroup_mounts():  # else the host's tree is out of sight: it could not be removed
-            a += ["--cgroup-parent", f"/{CGROUP_ROOT}/{name}"]
-        a += ["--ulimit", f"fsize={fsize}:{fsize}", "--ulimit", "core=0:0"]
-        a += ["--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp_size},mode=1777"]
-        # Docker shows the container its cgroup tree (read-only); an agent has no business there.
-        a += ["--tmpfs", "/sys/fs/cgroup:ro,nosuid,nodev,noexec,size=4k"]
-        a += ["--shm-size", str(tmp_size), "--log-driver", "none"]
-        a += ["--mount", f"type=bind,source={workspace},target={WORKSPACE}"]
-        a += ["--mount", f"type=bind,source={agent_dir},target={AGENT_DIR},readonly"]
-        etc = SYNTH_ETC.folder()  # instead of docker's own copies, named by their host paths
-        for name in SYNTH_ETC.files:
-            a += ["--mount", f"type=bind,source={etc / name},target=/etc/{name},readonly"]
-        for bind in request.binds:
-            source = Path(bind.host).resolve() if bind.writable else shown(bind.host)
-            mount = f"type=bind,source={source},target={bind.inside}"
-            a += ["--mount", mount if bind.writable else f"{mount},readonly"]
-        a += ["-w", WORKSPACE, "--env-file", env_file, "--entrypoint", "/usr/bin/env"]
-        a += [self.image]
-        for var in DOCKER_ADDS:
-            if var not in request.env:
-                a += ["-u", var]
-        return [*a, "--", *request.command]
-
     def execute(self, request: SandboxRequest, workspace: Workspace) -> Ended:
         if os.geteuid() != 0:
             raise HarnessError(ROOT_NEEDED)
@@ -363,13 +146,13 @@ class DockerSandbox(Sandbox):
                 check_engine_paths(self.docker, self.image, [shared.resolve(), run_folders])
                 notes.append(f"docker: harness in a container; engine-visible folder {shared}")
             for bind in request.binds:
-                notes += _open_to_sandbox_user(Path(bind.host).resolve())
+                notes += open_to_sandbox_user(Path(bind.host).resolve())
             with (
                 Views.for_attempt(request.workspace) as views,
-                _Staging(shared, name) as staging,
+                Staging(shared, name) as staging,
             ):
                 notes += views.notes
-                ended = self._run(request, workspace, name, _Shown(views, staging))
+                ended = self._run(request, workspace, name, Shown(views, staging))
                 notes += staging.notes
         finally:
             # The container's cgroups went with it; its cgroup parent kept the totals.
@@ -377,9 +160,7 @@ class DockerSandbox(Sandbox):
         ended.notes[:0] = notes
         return ended
 
-    def _run(
-        self, request: SandboxRequest, workspace: Workspace, name: str, views: _Shown
-    ) -> Ended:
+    def _run(self, request: SandboxRequest, workspace: Workspace, name: str, views: Shown) -> Ended:
         limits = request.limits
         cid = self._create(request, name, views)
         pids_mount = cgroup_mounts().get("pids")
@@ -432,11 +213,13 @@ class DockerSandbox(Sandbox):
         self._account(name, ended)
         return ended
 
-    def _create(self, request: SandboxRequest, name: str, views: _Shown) -> str:
+    def _create(self, request: SandboxRequest, name: str, views: Shown) -> str:
         """``docker create`` the attempt's container; its id."""
-        env_file = _write_env_file(request.env)
+        env_file = write_env_file(request.env)
         try:
-            created = docker_cli(self.docker, *self.create_args(request, name, env_file, views))
+            created = docker_cli(
+                self.docker, *create_args(request, name, env_file, self.image, views)
+            )
         finally:
             os.unlink(env_file)
         if created.returncode != 0:

@@ -12,7 +12,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Literal
 
-from runner.limits import Limit
+from runner.attempts.limits import Limit
 
 Action = Literal["wait", "terminate", "kill"]
 POLL_SLICE = 0.25  # longest wait while the attempt runs (seconds)
@@ -96,7 +96,7 @@ def classify(
     """Which cap ended the attempt (if any), and notes saying what each cap saw.
 
     ``watched``: a cap kept outside the sandbox that broke during the attempt, and its note
-    (:class:`~runner.limits.WatchedCap`): broken whether the watchdog or the agent itself
+    (:class:`~runner.attempts.limits.WatchedCap`): broken whether the watchdog or the agent itself
     ended the attempt after it, as breaking it means asking past it.
 
     A cap counts only for an attempt that did not end well: an agent that met its memory or

@@ -18,7 +18,7 @@ The workspace needs neither: it is a filesystem of its own (runner/sandbox/works
 A harness that itself runs in a container and starts docker sandboxes on the host's engine
 (the Docker deployment's run containers) names ``$TMLBENCH_DOCKER_SHARED_DIR``: a folder it
 sees at the same path as the engine does. Its private folders are made there instead of on
-its own /dev/shm, which the engine cannot see (runner/sandbox/docker.py).
+its own /dev/shm, which the engine cannot see (runner/sandbox/docker_in_container.py).
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from runner.agents.templates import FIELDS as TEMPLATE_FIELDS
+from runner.agents.templates import unknown_placeholders
 from runner.specs.base import Frozen
-from runner.templates import FIELDS as TEMPLATE_FIELDS
-from runner.templates import unknown_placeholders
 
 
 class AgentLimits(Frozen):
@@ -153,7 +153,7 @@ GatewayProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages
 
 
 class SpendSpec(Frozen):
-    """Per-attempt ceilings on what the agent's model calls may use (``runner.gateway.spend``).
+    """Per-attempt ceilings on what the agent's model calls may use (``runner.agents.gateway.spend``).
 
     Each left out defaults from the attempt's budget, per minute of it (for at least 5
     minutes): 60 model calls, 2,000,000 tokens and, with ``prices``, $2.00. Past a ceiling the

@@ -6,8 +6,8 @@ from pathlib import PurePosixPath
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from runner.instructions import unknown_profile
 from runner.specs.base import Frozen
+from runner.tasks.instructions import unknown_profile
 
 # The benchmark's default pairing of budget and instruction profile. Profile and budget are
 # separate settings (both recorded on every run), so a suite can pair them any other way.

@@ -8,11 +8,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from runner.specs.base import Frozen
-from runner.task_vocabulary import Direction, TaskType
+from runner.tasks.vocabulary import Direction, TaskType
 
 
 class MetricSpec(Frozen):
-    name: str = Field(description="metric name in runner.metrics, e.g. 'auc' or 'rmse'")
+    name: str = Field(description="metric name in runner.tasks.metrics, e.g. 'auc' or 'rmse'")
     direction: Direction
 
 

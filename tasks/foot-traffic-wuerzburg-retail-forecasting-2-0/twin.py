@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from runner.twins import Twin
+from runner.tasks.twins import Twin
 
 FEATURES = ("street", "timestamp", "weather_condition", "temperature")
 STREETS = np.array(["Kaiserstraße", "Spiegelstraße", "Schönbornstraße"])

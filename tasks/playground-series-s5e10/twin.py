@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from runner.twins import Twin, clipped_normal_mean
+from runner.tasks.twins import Twin, clipped_normal_mean
 
 FEATURES = (
     "road_type", "num_lanes", "curvature", "speed_limit", "lighting", "weather",

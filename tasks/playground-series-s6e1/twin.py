@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from runner.twins import Twin, clipped_normal_mean
+from runner.tasks.twins import Twin, clipped_normal_mean
 
 FEATURES = (
     "age", "gender", "course", "study_hours", "class_attendance", "internet_access",

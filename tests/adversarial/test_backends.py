@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.attempt import run_attempt
+from runner.attempts.attempt import run_attempt
 from runner.errors import TmlbenchError
 from runner.sandbox import get_sandbox
 from tests.support.adversarial_arena import Arena

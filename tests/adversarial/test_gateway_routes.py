@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from runner.agents.scripted_provider import ScriptedProvider, reply
 from runner.config import REPO_ROOT
-from runner.scripted_provider import ScriptedProvider, reply
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 

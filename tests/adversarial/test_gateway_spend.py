@@ -15,9 +15,9 @@ import secrets
 
 import pytest
 
+from runner.agents.drivers import CommandDriver
+from runner.agents.scripted_provider import ScriptedProvider, repeat, reply
 from runner.config import REPO_ROOT
-from runner.drivers import CommandDriver
-from runner.scripted_provider import ScriptedProvider, repeat, reply
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-from runner.registry import load_task, task_spec_sha256
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.specs.registry import load_task, task_spec_sha256
 from tests.support.adversarial_arena import AGENTS, DISK_CAP, MIB, Arena, Outcome, tree_bytes
 from tests.support.prepared_tasks import prepared
 

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from runner.attempt import run_attempt
-from runner.registry import agent_code_dir, load_agent
+from runner.attempts.attempt import run_attempt
+from runner.specs.registry import agent_code_dir, load_agent
 from tests.support.adversarial_arena import DISK_CAP, LIMITS, MIB, Arena, tree_bytes
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]

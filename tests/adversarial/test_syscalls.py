@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.attempt import run_attempt
-from runner.registry import agent_code_dir, load_agent
+from runner.attempts.attempt import run_attempt
 from runner.sandbox import seccomp
+from runner.specs.registry import agent_code_dir, load_agent
 from tests.support.adversarial_arena import Arena
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]

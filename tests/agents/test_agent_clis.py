@@ -14,10 +14,10 @@ import secrets
 
 import pytest
 
-from runner.agent_check import point_at
-from runner.clis import find_installed
+from runner.agents.check import point_at
+from runner.agents.installs import find_installed
+from runner.agents.scripted_provider import ScriptedProvider, error, hang, repeat, solve_task_script
 from runner.errors import TmlbenchError
-from runner.scripted_provider import ScriptedProvider, error, hang, repeat, solve_task_script
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 from tests.support.cli_agents import CLI_AGENTS, KEY_ENV, ONE_PER_CLI, TASK

@@ -9,8 +9,8 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.errors import SpecError
-from runner.registry import list_agents
 from runner.specs import AgentSpec, load_yaml_model
+from runner.specs.registry import list_agents
 
 PAPER_MODELS = {
     "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": dt.date(2025, 1, 22),
@@ -103,7 +103,7 @@ def test_the_readme_example_of_a_local_model_is_a_valid_agent(tmp_path: Path):
 
 
 def test_templates_fill_known_fields_and_leave_other_braces_alone():
-    from runner.templates import fill
+    from runner.agents.templates import fill
 
     fields = {"gateway_url": "http://127.0.0.1:18081/v1", "model": "m"}
     text = '{"provider": {"x": {"baseURL": "{gateway_url}"}}} {{model}} {model} {other} ${HOME}'
@@ -113,7 +113,7 @@ def test_templates_fill_known_fields_and_leave_other_braces_alone():
 
 
 def test_every_shipped_cli_agent_is_pinned_and_reaches_its_provider_only_through_the_gateway():
-    from runner.registry import list_agents
+    from runner.specs.registry import list_agents
 
     clis = [a for a in list_agents(REPO_ROOT / "agents").specs if a.kind == "command"]
     assert clis

@@ -18,10 +18,9 @@ import threading
 
 import pytest
 
-from runner.agent_check import point_at
-from runner.clis import find_installed
-from runner.records import RunRecord
-from runner.scripted_provider import (
+from runner.agents.check import point_at
+from runner.agents.installs import find_installed
+from runner.agents.scripted_provider import (
     ReceivedRequest,
     ScriptedProvider,
     Step,
@@ -33,6 +32,7 @@ from runner.scripted_provider import (
     shell_tool,
     stream_error,
 )
+from runner.attempts.records import RunRecord
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 from tests.support.cli_agents import KEY_ENV, ONE_PER_CLI, TASK

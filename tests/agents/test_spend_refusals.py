@@ -18,9 +18,8 @@ import threading
 
 import pytest
 
-from runner.agent_check import point_at
-from runner.sandbox.base import SandboxRequest
-from runner.scripted_provider import (
+from runner.agents.check import point_at
+from runner.agents.scripted_provider import (
     ReceivedRequest,
     ScriptedProvider,
     Step,
@@ -29,6 +28,7 @@ from runner.scripted_provider import (
     shell_call_arguments,
     shell_tool,
 )
+from runner.sandbox.base import SandboxRequest
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 from tests.support.cli_agents import KEY_ENV, ONE_PER_CLI, TASK

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hyp
 
 from app import queries, run_files
-from runner.records import STATUSES
+from runner.attempts.records import STATUSES
 from tests.support.dashboard_snapshot import (
     ALPHA_COST,
     BUDGETS,

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.attempts.records import write_record
 from runner.config import REPO_ROOT
-from runner.records import write_record
 from tests.support.prepared_tasks import make_paths
 from tests.support.records import make_record
 from tests.support.streamlit_server import (

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from runner.attempts.records import STATUSES, RunRecord
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.records import STATUSES, RunRecord
 from tests.support.dbt_warehouse import (
     declare_suite,
     insert_agents,

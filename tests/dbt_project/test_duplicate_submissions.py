@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runner.records import RunRecord, write_record
+from runner.attempts.records import RunRecord, write_record
 from tests.support.dbt_warehouse import count_every_setting, read_mart
 from tests.support.records import make_record
 from warehouse.db import apply_ddl, connect

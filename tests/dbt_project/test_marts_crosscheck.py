@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from runner.records import STATUSES, RunRecord
+from runner.attempts.records import STATUSES, RunRecord
 from tests.support.dbt_warehouse import (
     insert_agents,
     insert_runs,

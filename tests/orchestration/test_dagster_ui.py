@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import REPO_ROOT
-from runner.registry import load_suite
+from runner.specs.registry import load_suite
 from tests.support.dagster_ui import graphql
 from tests.support.servers import free_port, stop
 

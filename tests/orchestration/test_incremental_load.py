@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from runner.settings import suite_settings
+from runner.suites.benchmark_settings import suite_settings
 from tests.support.records import make_record
 from tests.support.run_folders import write
 from tests.support.tiny_suites import tiny_suite_resources
@@ -53,7 +53,7 @@ def record_setting(bench, key: str, attempts: int = 2, first: int = 0, suite: st
 def ran(instance: dg.DagsterInstance, *settings: str) -> None:
     """What a materialization of these settings' tiny/agent_runs partitions leaves behind."""
     from orchestration.partitions import settings_partition_key
-    from runner.settings import parse_setting_key
+    from runner.suites.benchmark_settings import parse_setting_key
 
     for setting in settings:
         partition = str(settings_partition_key(*parse_setting_key(setting)))
@@ -280,7 +280,7 @@ def test_the_raw_load_reports_raw_resumptions_with_a_data_version_of_its_content
     import datetime as dt
 
     from orchestration.assets.warehouse import RAW_RESUMPTIONS
-    from runner.resumptions import Resumption, append_resumption
+    from runner.suites.resumptions import Resumption, append_resumption
 
     bench, _, instance, _ = tiny
     runs_dir = bench.layout(bench.suite("tiny")).runs_dir

@@ -16,18 +16,18 @@ import duckdb
 import pytest
 import yaml
 
-from runner.audit import coverage_gaps, manifest_drift, private_references
+from runner.attempts.records import load_records
 from runner.config import REPO_ROOT, Paths
 from runner.errors import SpecError, TmlbenchError
-from runner.prepare import prepared_task
-from runner.records import load_records
-from runner.settings import (
+from runner.specs import SuiteSpec
+from runner.suites.audit import coverage_gaps, manifest_drift, private_references
+from runner.suites.benchmark_settings import (
     next_attempt_indices,
     parse_setting_key,
     setting_key,
     suite_settings,
 )
-from runner.specs import SuiteSpec
+from runner.tasks.preparation import prepared_task
 from tests.support.records import make_record
 from tests.support.tiny_suites import tiny_suite_resources
 from warehouse.snapshot import publish_snapshot
@@ -356,8 +356,8 @@ def test_agent_failures_pass_harness_faults_fail_after_the_rest_is_recorded(worl
 
 @pytest.mark.sandbox
 def test_a_setting_stopped_at_its_ceiling_resumes_by_a_launch_config(world):
-    from runner.attempt import make_run_id
-    from runner.records import write_record
+    from runner.attempts.attempt import make_run_id
+    from runner.attempts.records import write_record
 
     setting = f"baseline-constant|{BANK}|30"
     assert world.materialize(["prepared_tasks"], partition=BANK).success

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.attempts.records import RECORD_FILE
 from runner.config import REPO_ROOT, Paths
-from runner.records import RECORD_FILE
 from tests.support.dagster_ui import graphql
 from tests.support.servers import free_port, stop
 from tests.support.streamlit_server import CHROMIUM, CHROMIUM_ARGS

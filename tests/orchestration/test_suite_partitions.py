@@ -26,7 +26,7 @@ from orchestration.resources import BenchConfig
 from orchestration.sensors import SENSOR_NAME, SpecProblems, build_suite_sensor, sync_suite
 from orchestration.suites import SuiteFile, scan_specs, suite_files
 from runner.config import REPO_ROOT, Paths
-from runner.registry import load_suite
+from runner.specs.registry import load_suite
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from runner.agent_check import STEP_NAMES, check_agent
-from runner.cli import cli
+from runner.agents.check import STEP_NAMES, check_agent
+from runner.command_line import cli
 from runner.config import REPO_ROOT, Paths
-from runner.registry import load_agent
+from runner.specs.registry import load_agent
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 

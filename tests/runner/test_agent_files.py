@@ -5,9 +5,9 @@ dangling, absolute and relative targets; FIFOs, unix sockets, folders where file
 expected; names with newlines, non-UTF-8 bytes or 255 bytes; trees deeper than the walk's
 bound; unreadable modes), left at the submission's name, at the copied inputs' names and
 elsewhere, under any way the attempt ended, and with any errno injected where the harness
-looks at the agent's entries, the real :func:`runner.attempt.run_attempt` (workspace
-settled by ``runner.sandbox.workspace``, verdict by ``runner.verdicts``, inputs dropped by
-``runner.run_folder``, record assembled and written) ends with the status the rule says:
+looks at the agent's entries, the real :func:`runner.attempts.attempt.run_attempt` (workspace
+settled by ``runner.sandbox.workspace``, verdict by ``runner.attempts.verdicts``, inputs dropped by
+``runner.attempts.run_folder``, record assembled and written) ends with the status the rule says:
 never ``harness_error``, never an exception; a valid regular submission still succeeds
 beside any junk; anything else at the submission's name is ``invalid_submission`` with the
 file named.
@@ -41,18 +41,18 @@ from hypothesis import strategies as st
 
 from runner import agent_files
 from runner.agent_files import AgentFolder, read_head
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-from runner.audit import private_references
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.records import read_record
+from runner.attempts.run_folder import COPIED_INPUTS, drop_inputs
+from runner.attempts.verdicts import judge
 from runner.config import REPO_ROOT, Paths
-from runner.records import read_record
-from runner.registry import load_task, task_spec_sha256
-from runner.run_folder import COPIED_INPUTS, drop_inputs
 from runner.sandbox import Sandbox, SandboxPaths, SandboxRequest, SandboxResult, treewalk
 from runner.sandbox import workspace as workspace_module
 from runner.sandbox.lifecycle import Ended
 from runner.sandbox.workspace import DiskWatch, Workspace
 from runner.specs import AgentLimits, AgentSpec
-from runner.verdicts import judge
+from runner.specs.registry import load_task, task_spec_sha256
+from runner.suites.audit import private_references
 from tests.support.prepared_tasks import prepared
 
 TASK_ID = "bank-customer-churn-ict-u-ai"  # AUC: the sample submission is a valid one

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runner.attempt import AttemptPlan
+from runner.attempts.attempt import AttemptPlan
+from runner.attempts.records import read_record
+from runner.attempts.run_folder import died_mid_attempt
 from runner.errors import TmlbenchError
-from runner.records import read_record
-from runner.registry import load_agent, load_task
-from runner.run_folder import died_mid_attempt
 from runner.specs import AgentSpec
+from runner.specs.registry import load_agent, load_task
 from tests.support.attempts import attempt
 from tests.support.prepared_tasks import prepared
 

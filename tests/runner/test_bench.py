@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.attempt import AttemptPlan
-from runner.bench import Bench, harness_failure_report
+from runner.attempts.attempt import AttemptPlan
+from runner.attempts.records import RunRecord, load_records, write_record
+from runner.attempts.run_folder import HARNESS_DIED
 from runner.errors import SpecError, TmlbenchError
-from runner.preflight import RunRefused
-from runner.prepare import prepared_task
-from runner.records import RunRecord, load_records, write_record
-from runner.registry import load_suite
-from runner.resumptions import RESUMPTIONS_FILE
-from runner.run_folder import HARNESS_DIED
 from runner.sandbox import get_sandbox
-from runner.scheduling import AttemptDone, CpuPool, run_settings
-from runner.settings import next_attempt_indices, suite_settings
 from runner.specs import SuiteSpec
+from runner.specs.registry import load_suite
+from runner.suites.bench import Bench, harness_failure_report
+from runner.suites.benchmark_settings import next_attempt_indices, suite_settings
+from runner.suites.preflight import RunRefused
+from runner.suites.resumptions import RESUMPTIONS_FILE
+from runner.suites.scheduling import AttemptDone, CpuPool, run_settings
+from runner.tasks.preparation import prepared_task
 from tests.support.records import make_record
 from tests.support.tmlbench_cli import tmlbench
 

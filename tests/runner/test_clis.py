@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.clis import MANIFEST, find_installed, install, install_dir
-from runner.drivers import preflight
+from runner.agents.drivers import preflight
+from runner.agents.installs import MANIFEST, find_installed, install, install_dir
 from runner.errors import TmlbenchError
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt

@@ -12,10 +12,10 @@ import socket
 
 import pytest
 
+from runner.agents.gateway import PLACEHOLDER_KEY
+from runner.agents.scripted_provider import ScriptedProvider, error, reply
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.gateway import PLACEHOLDER_KEY
-from runner.scripted_provider import ScriptedProvider, error, reply
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 

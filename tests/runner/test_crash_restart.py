@@ -16,12 +16,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runner.attempts.records import (
+    RECORD_FILE,
+    TEMP_PREFIX,
+    load_records,
+    read_record,
+    write_record,
+)
+from runner.attempts.run_folder import STARTED_FILE, died_mid_attempt
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.records import RECORD_FILE, TEMP_PREFIX, load_records, read_record, write_record
-from runner.run_folder import STARTED_FILE, died_mid_attempt
 from runner.sandbox import cgroups
-from runner.settings import next_attempt_indices
+from runner.suites.benchmark_settings import next_attempt_indices
 from tests.support.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
@@ -44,7 +50,7 @@ shutil.copy("sample_submission.csv", "submission.csv")
 
 def tmlbench(env: dict[str, str], *args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "runner.cli", *args],
+        [sys.executable, "-m", "runner.command_line", *args],
         env=env,
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,

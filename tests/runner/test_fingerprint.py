@@ -1,4 +1,4 @@
-"""Submission fingerprints (runner.fingerprint): byte hash and canonical-content hash.
+"""Submission fingerprints (runner.grading.fingerprint): byte hash and canonical-content hash.
 
 Unit tests grade real files with the real grader; the attempt tests run agents in the bwrap
 sandbox and check what lands in record.json against hashes computed here, independently of
@@ -23,7 +23,8 @@ import pyarrow as pa
 import pytest
 
 from runner.agent_files import AgentFolder
-from runner.fingerprint import canonical_text, normalized_sha256
+from runner.agents.scripted_provider import ScriptedProvider, call, error, reply
+from runner.attempts.records import read_record
 from runner.grading import (
     InvalidSubmission,
     default_max_bytes,
@@ -32,10 +33,9 @@ from runner.grading import (
     hash_submission_file,
     load_answers,
 )
-from runner.records import read_record
-from runner.registry import load_task
-from runner.scripted_provider import ScriptedProvider, call, error, reply
+from runner.grading.fingerprint import canonical_text, normalized_sha256
 from runner.specs import AgentSpec, TaskSpec
+from runner.specs.registry import load_task
 from tests.support.attempts import attempt
 from tests.support.prepared_tasks import prepared
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.records import RECORD_FILE, load_records, write_record
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.prepare import prepare_twin
-from runner.prepared import verify_public
-from runner.records import RECORD_FILE, load_records, write_record
-from runner.registry import load_agent, load_task, task_spec_sha256
 from runner.sandbox import get_sandbox
+from runner.specs.registry import load_agent, load_task, task_spec_sha256
+from runner.tasks.preparation import prepare_twin
+from runner.tasks.prepared_files import verify_public
 from tests.support.records import make_record
 from tests.support.tmlbench_cli import tmlbench
 from warehouse.loader import load_runs

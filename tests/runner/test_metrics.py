@@ -1,4 +1,4 @@
-"""Metric registry (runner.metrics)."""
+"""Metric registry (runner.tasks.metrics)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from runner.errors import SpecError
-from runner.metrics import (
+from runner.specs import TaskSpec
+from runner.tasks.metrics import (
     METRICS,
     Metric,
     check_task_metric,
@@ -19,7 +20,6 @@ from runner.metrics import (
     known_metrics,
     trivial_score,
 )
-from runner.specs import TaskSpec
 
 Y_BIN = np.array([0, 0, 1, 1, 0, 1], dtype=float)
 P_BIN = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.9])

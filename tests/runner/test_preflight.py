@@ -1,4 +1,4 @@
-"""Faults every attempt of a setting would hit alike (``runner.preflight``): each refuses the run
+"""Faults every attempt of a setting would hit alike (``runner.suites.preflight``): each refuses the run
 before any attempt starts, writes no record, and says in one line per fault what to do.
 
 No attempt runs here: the sandboxes are made (they check the machine) but never started.
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.bench import Bench
+from runner.attempts.records import load_records, write_record
 from runner.config import REPO_ROOT, Paths
-from runner.preflight import CliRemedies, RunRefused, task_faults
-from runner.prepared import prepared_task
-from runner.records import load_records, write_record
 from runner.sandbox import get_sandbox
-from runner.scheduling import host_cpus
 from runner.specs import SuiteSpec
+from runner.suites.bench import Bench
+from runner.suites.preflight import CliRemedies, RunRefused, task_faults
+from runner.suites.scheduling import host_cpus
+from runner.tasks.prepared_files import prepared_task
 from tests.support.records import make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
@@ -156,7 +156,7 @@ def test_only_settings_that_want_attempts_are_checked(paths: Paths):
 def test_every_fault_kind_has_a_remedy():
     from typing import get_args
 
-    from runner.preflight import Fault, FaultKind
+    from runner.suites.preflight import Fault, FaultKind
 
     remedies = CliRemedies("demo")
     fixes = {kind: remedies.fix(Fault(kind, "x", "p")) for kind in get_args(FaultKind)}

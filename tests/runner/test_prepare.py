@@ -13,9 +13,9 @@ import pytest
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.grading import grade_submission, load_answers
-from runner.prepare import PreparedTask, prepare_from_download, prepare_twin
-from runner.registry import list_tasks, load_task
 from runner.specs import TaskSpec
+from runner.specs.registry import list_tasks, load_task
+from runner.tasks.preparation import PreparedTask, prepare_from_download, prepare_twin
 from tests.support.real_data import BANK, SHARED_DATA, kaggle_download_from_churn_modelling
 
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.gateway.call_outcomes import classify
-from runner.gateway.reply_parser import ReplyParser
-from runner.llm.client import Failure, _completion, _usage
-from runner.provider_faults import MAX_EVIDENCE, CallLedger, CallOutcome, review
-from runner.records import STATUSES, Verdict
+from runner.agents.gateway.call_outcomes import classify
+from runner.agents.gateway.reply_parser import ReplyParser
+from runner.agents.llm.client import Failure, _completion, _usage
+from runner.agents.provider_faults import MAX_EVIDENCE, CallLedger, CallOutcome, review
+from runner.attempts.records import STATUSES, Verdict
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.prepare import prepare_from_download
-from runner.registry import load_agent, load_task
+from runner.specs.registry import load_agent, load_task
+from runner.tasks.preparation import prepare_from_download
 from tests.support.attempts import attempt
 from tests.support.real_data import BANK, kaggle_download_from_churn_modelling
 

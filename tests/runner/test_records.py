@@ -1,4 +1,4 @@
-"""The run record is filled from typed parts, one per step of an attempt (runner.records)."""
+"""The run record is filled from typed parts, one per step of an attempt (runner.attempts.records)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
-from runner import limits
-from runner.records import (
+from runner.attempts import limits
+from runner.attempts.records import (
     AttemptSetup,
     DriverReport,
     RunRecord,

@@ -1,4 +1,4 @@
-"""The key's forms (runner/redaction.py): found whole, wherever the reads split them.
+"""The key's forms (runner/agents/redaction.py): found whole, wherever the reads split them.
 
 The oracle is independent of the redactor: each reflected form knows whether what is left of
 it gives the key away (tests/support/hostile_upstream.py: Reflection.leaked).
@@ -11,7 +11,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.redaction import SecretForms, secret_forms
+from runner.agents.redaction import SecretForms, secret_forms
 from tests.support.hostile_upstream import reflections
 
 KEY = "sk-test/KEY_0123456789abcdef-XYZ"

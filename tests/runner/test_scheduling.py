@@ -16,13 +16,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.attempt import AttemptPlan
+from runner.attempts.attempt import AttemptPlan
+from runner.attempts.records import RunRecord, write_record
 from runner.config import Paths
-from runner.records import RunRecord, write_record
-from runner.resumptions import append_resumption, forgiven_run_ids
-from runner.scheduling import run_settings
-from runner.settings import suite_settings
 from runner.specs import SuiteSpec
+from runner.suites.benchmark_settings import suite_settings
+from runner.suites.resumptions import append_resumption, forgiven_run_ids
+from runner.suites.scheduling import run_settings
 from tests.support.records import T0, make_record
 
 BANK = "bank-customer-churn-ict-u-ai"

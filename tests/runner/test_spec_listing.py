@@ -10,12 +10,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from runner.cli import cli
+from runner.command_line import cli
 from runner.config import REPO_ROOT, Paths
 from runner.errors import SpecError
-from runner.registry import list_agents, list_suites, list_tasks, load_agent, load_task
-from runner.settings import suite_settings
 from runner.specs import SuiteSpec
+from runner.specs.registry import list_agents, list_suites, list_tasks, load_agent, load_task
+from runner.suites.benchmark_settings import suite_settings
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

@@ -1,7 +1,7 @@
 """The arena adversarial agents run in: real attempts, real sandboxes, a host that is watched.
 
 Every attack is a real agent program (``tests/adversarial/agents/*.py``, standard library
-only) run through :func:`runner.attempt.run_attempt` exactly like a benchmarked agent: an
+only) run through :func:`runner.attempts.attempt.run_attempt` exactly like a benchmarked agent: an
 untrusted ``kind: baseline`` spec with small caps, a fresh workspace, grading on the private
 answers, a record. The agent is told where the secrets are (host paths as arguments) and
 prints a JSON report of what it tried and got; the tests check that report, the record,
@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
+from runner.attempts.records import RunRecord
 from runner.config import REPO_ROOT, Paths
-from runner.records import RunRecord
-from runner.registry import load_task, task_spec_sha256
 from runner.sandbox import Sandbox
 from runner.specs import AgentLimits, AgentSpec
+from runner.specs.registry import load_task, task_spec_sha256
 from tests.support.prepared_tasks import prepared
 
 ISOLATING_BACKENDS = ["bwrap", "docker"]

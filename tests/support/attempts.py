@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.attempt import AttemptContext, AttemptPlan, run_attempt
-from runner.registry import agent_code_dir, load_task, task_spec_sha256
+from runner.attempts.attempt import AttemptContext, AttemptPlan, run_attempt
 from runner.sandbox import get_sandbox
 from runner.specs import AgentSpec
+from runner.specs.registry import agent_code_dir, load_task, task_spec_sha256
 from tests.support.prepared_tasks import prepared
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.config import REPO_ROOT
-from runner.registry import list_agents
+from runner.specs.registry import list_agents
 
 TASK = "bank-customer-churn-ict-u-ai"
 KEY_ENV = "TMLBENCH_TEST_PROVIDER_KEY"  # the provider key the pointed agents read

@@ -21,7 +21,7 @@ HEAVY = frozenset(
 
 PROBE = """
 import json, sys
-from runner.cli import cli
+from runner.command_line import cli
 from runner.errors import TmlbenchError
 try:
     cli.main(sys.argv[1:], prog_name="tmlbench", standalone_mode=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from runner.records import write_record
+from runner.attempts.records import write_record
 from tests.support.dbt_warehouse import (
     count_every_setting,
     insert_agents,

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from runner.records import RunRecord
+from runner.attempts.records import RunRecord
 from tests.support.records import T0
 
 DEFAULT_SUITE = "test"  # the suite of a record that names none

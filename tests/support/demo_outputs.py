@@ -21,9 +21,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from runner.attempts.records import STATUSES, RunRecord, write_record
 from runner.config import REPO_ROOT, Paths
-from runner.records import STATUSES, RunRecord, write_record
-from runner.registry import load_suite, load_task
+from runner.specs.registry import load_suite, load_task
 from tests.support.records import make_record
 
 GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
@@ -117,7 +117,7 @@ def terminal_leaderboard(paths: Paths, warehouse: Path) -> str:
     """What ``tmlbench leaderboard --suite demo`` prints for these records."""
     from click.testing import CliRunner
 
-    from runner.cli import cli
+    from runner.command_line import cli
 
     env = {
         "TMLBENCH_RUNS_DIR": str(paths.runs_dir),

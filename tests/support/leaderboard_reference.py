@@ -37,7 +37,7 @@ from math import comb
 import numpy as np
 import pandas as pd
 
-from runner.records import STATUSES, RunRecord
+from runner.attempts.records import STATUSES, RunRecord
 
 SETTING = ["agent_id", "task_id", "budget_seconds"]
 CELL = ["task_id", "budget_seconds"]

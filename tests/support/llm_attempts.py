@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runner.records import RunRecord
-from runner.scripted_provider import ScriptedProvider
+from runner.agents.scripted_provider import ScriptedProvider
+from runner.attempts.records import RunRecord
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.config import REPO_ROOT, Paths
-from runner.prepare import PreparedTask
+from runner.tasks.preparation import PreparedTask
 
 
 def make_paths(root: Path) -> Paths:

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from runner.gateway import ProviderGateway
+from runner.agents.gateway import ProviderGateway
 
 KEY = "sk-real-SECRET-routes-0123456789"
 #: The base path of each protocol's provider, as the shipped agent specs have it.

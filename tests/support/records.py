@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from runner.records import RunRecord
+from runner.attempts.records import RunRecord
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.records import RunRecord, write_record
+from runner.attempts.records import RunRecord, write_record
 
 
 def write(runs_dir: Path, record: RunRecord, sub: str = "") -> Path:

@@ -1,4 +1,4 @@
-"""``tmlbench`` run for real: a fresh ``python -m runner.cli`` process in the repository."""
+"""``tmlbench`` run for real: a fresh ``python -m runner.command_line`` process in the repository."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from runner.config import REPO_ROOT
 
 def tmlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "runner.cli", *args],
+        [sys.executable, "-m", "runner.command_line", *args],
         env=env,
         capture_output=True,
         text=True,

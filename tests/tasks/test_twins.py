@@ -13,7 +13,7 @@ from sklearn.model_selection import train_test_split
 
 from runner.config import REPO_ROOT
 from runner.specs import TaskSpec, load_yaml_model
-from runner.twins import Twin, load_generator
+from runner.tasks.twins import Twin, load_generator
 
 TASKS_DIR = REPO_ROOT / "tasks"
 TWIN_TASKS = (

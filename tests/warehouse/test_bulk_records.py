@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from runner.records import RunRecord
+from runner.attempts.records import RunRecord
 from tests.support.records import make_record
 from warehouse import loader
 from warehouse.bulk_records import COLUMN_TYPES, bulk_parse, field_rules
@@ -63,7 +63,7 @@ def test_a_column_of_another_type_is_a_clear_error(con):
 
 
 def canonical(record: RunRecord) -> bytes:
-    """As runner.records.write_record writes it."""
+    """As runner.attempts.records.write_record writes it."""
     return (json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
 
 

@@ -284,14 +284,14 @@ def _scribble(path: Path) -> Path:
 
 
 def _cli_in_child(args: list[str], output: str) -> None:
-    """Run ``tmlbench ARGS`` (runner.cli.main) in this forked process, capped, output to a file."""
+    """Run ``tmlbench ARGS`` (runner.command_line.main) in this forked process, capped, output to a file."""
     vm = int(re.search(r"VmSize:\s+(\d+)", Path("/proc/self/status").read_text())[1]) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (vm + MEMORY_CAP, vm + MEMORY_CAP))
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     sys.argv = ["tmlbench", *args]
-    from runner.cli import main
+    from runner.command_line import main
 
     code = 0
     try:
@@ -312,7 +312,9 @@ def _cli_in_child(args: list[str], output: str) -> None:
 def cli_processes() -> Iterator[Any]:
     """Processes forked from one that has the CLI imported: each case costs a fork, not a start."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["runner.cli", "warehouse.cli", "warehouse.importers.tml_bench"])
+    ctx.set_forkserver_preload(
+        ["runner.command_line", "warehouse.cli", "warehouse.importers.tml_bench"]
+    )
     yield ctx
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.errors import TmlbenchError
-from runner.resumptions import (
+from runner.suites.resumptions import (
     RESUMPTIONS_FILE,
     RESUMPTIONS_MAX_BYTES,
     Resumption,
@@ -190,8 +190,8 @@ def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
     """Through the real log, loader and dbt: setting 60 s resumed after its 3 harness faults
     (not stopped), setting 600 s resumed and then faulted 3 times more (stopped again); the
     marts' ceiling says what the runner's ceiling count says, setting by setting."""
-    from runner.records import load_records
-    from runner.settings import ceiling_count
+    from runner.attempts.records import load_records
+    from runner.suites.benchmark_settings import ceiling_count
     from tests.support.dbt_warehouse import declare_suite, read_mart
     from warehouse.marts import build_marts
 

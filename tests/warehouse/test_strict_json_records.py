@@ -4,7 +4,7 @@ is in; it becomes null with a note in record_notes, and every reader of records 
 The property test generates records with inf, -inf, nan, huge, tiny and ordinary floats in
 every float field and follows each through write_record → a strict JSON parser → read_record →
 the warehouse loader. Old records with non-finite numbers already on disk are read with null and
-a note (runner/records.py says so), by read_record and the loader alike.
+a note (runner/attempts/records.py says so), by read_record and the loader alike.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runner.attempts.records import RunRecord, read_record, write_record
 from runner.errors import TmlbenchError
-from runner.records import RunRecord, read_record, write_record
 from tests.support.records import make_record
 from tests.support.run_folders import write, write_raw
 from warehouse.db import apply_ddl, connect
@@ -166,7 +166,7 @@ def test_a_non_finite_number_where_null_is_not_allowed_is_refused_naming_the_fil
 
 def test_write_record_fails_loudly_rather_than_write_a_non_finite_number(tmp_path, monkeypatch):
     """The last guard (``allow_nan=False``): were the nulling ever skipped, no record is written."""
-    from runner import records
+    from runner.attempts import records
 
     monkeypatch.setattr(records, "finite_only", lambda values, nullable: values)
     record = RunRecord.model_construct(**(dict(make_record()) | {"wall_seconds": math.inf}))

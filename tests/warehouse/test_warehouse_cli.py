@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from runner.cli import cli
+from runner.command_line import cli
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from runner.registry import list_agents
+from runner.specs.registry import list_agents
 from tests.support import tml_bench as tb
 from tests.support.cli_imports import HEAVY, imported_by
 from tests.support.records import make_record as rec
@@ -233,7 +233,7 @@ def test_import_tml_bench_command(env, tmp_path: Path):
 
 def test_sql_errors_exit_2_through_the_real_entry_point(env):
     invoke(env, "warehouse", "load")
-    run = [sys.executable, "-c", "from runner.cli import main; main()"]
+    run = [sys.executable, "-c", "from runner.command_line import main; main()"]
     proc = subprocess.run(
         [*run, "sql", "selec 1"], env={**env, "PATH": ""}, capture_output=True, text=True
     )

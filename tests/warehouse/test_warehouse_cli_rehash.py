@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from runner.cli import cli
+from runner.command_line import cli
 from tests.support.records import make_record
 from tests.support.run_folders import write
 

@@ -294,7 +294,7 @@ def test_success_without_a_usable_score_or_metric_is_refused(con, tmp_path: Path
     assert report.runs.new == 0
     messages = " | ".join(m for _, m in report.rejected)
     assert "'no_score': status success but score_raw is None" in messages
-    assert "quadratic_kappa" in messages and "runner/metrics.py" in messages
+    assert "quadratic_kappa" in messages and "runner/tasks/metrics.py" in messages
     assert "budget_time_seconds: 'ten' is not a number" in messages
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from runner.attempts.records import RunRecord
 from runner.config import REPO_ROOT, Paths
 from runner.errors import TmlbenchError
-from runner.records import RunRecord
-from runner.registry import list_agents
+from runner.specs.registry import list_agents
 from tests.support.records import make_record as rec
 from tests.support.run_folders import write, write_raw
 from warehouse import loader

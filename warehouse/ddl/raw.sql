@@ -1,6 +1,6 @@
 -- The raw schema: what the loader writes and dbt's sources read. Applied idempotently
 -- (every statement may run again: IF NOT EXISTS, or a DROP NOT NULL that is already dropped). One row per attempt in raw.runs, keyed by
--- (run_space, run_id); columns mirror runner.records.RunRecord field for field, plus load bookkeeping.
+-- (run_space, run_id); columns mirror runner.attempts.records.RunRecord field for field, plus load bookkeeping.
 create schema if not exists raw;
 
 create table if not exists raw.runs (
@@ -38,7 +38,7 @@ create table if not exists raw.runs (
     pids_limit              integer,
     disk_limit_bytes        bigint,
 
-    -- this IN list spells out runner.records.Status (metric_direction's, runner.task_vocabulary.Direction);
+    -- this IN list spells out runner.attempts.records.Status (metric_direction's, runner.tasks.vocabulary.Direction);
     -- tests/test_status_list.py keeps both in step with Python and dbt's macros/vocabulary.sql
     status                  varchar not null check (status in (
         'success', 'invalid_submission', 'no_submission', 'timeout',
@@ -254,7 +254,7 @@ create table if not exists raw.record_files (
     indexed_at              timestamptz not null
 );
 
--- The resumption logs (<runs>/<runs_subdir>/resumptions.jsonl, runner.resumptions) as the last
+-- The resumption logs (<runs>/<runs_subdir>/resumptions.jsonl, runner.suites.resumptions) as the last
 -- load found them, one row per forgiven run id: resuming a setting stopped at a fault ceiling
 -- forgives the faults recorded so far, which its ceilings no longer count (the runs stay in
 -- raw.runs as they are). A fault is forgiven when its (run_space, run_id) is here.

@@ -15,7 +15,7 @@ agent_id, model_id, provider     model_id ('unknown' when empty, as its run_one 
 agent_kind, harness              'command', 'kilo'
 harness_version                  kilo_version (``provenance``, or ``artifacts.notes``)
 metric_name, metric_direction    metric_name, else the competition's (its other runs, its
-                                 baselines, raw.tasks); direction from runner.metrics
+                                 baselines, raw.tasks); direction from runner.tasks.metrics
 budget_seconds                   budget_time_seconds (``budget.time_seconds``); NULL → the run
                                  is in no setting (int_setting_runs)
 instruction_profile              prompt_profile (``artifacts.notes``)
@@ -50,7 +50,7 @@ A row is refused only when it means nothing: no run_id, no competition, a status
 never writes, a created_at that is not a timestamp (a run must be ordered; one with an offset no
 time zone has, or outside UTC's calendar, is none), a value that is not of its column's type
 (text that is not UTF-8, a whole number past 64 bits), or a success with no finite score or with
-a metric whose direction runner.metrics does not know. The content hash
+a metric whose direction runner.tasks.metrics does not know. The content hash
 (``record_sha256``) covers the 31 columns of the original's ``runs`` table, normalized so a run
 hashes the same from the database and from its result.json: importing both is harmless, a
 changed run is a conflict, and what only result.json holds (notes) comes from the first import.
@@ -74,10 +74,9 @@ import duckdb
 import pyarrow as pa
 from pydantic import ValidationError
 
+from runner.attempts import RECORD_SCHEMA_VERSION, RunRecord
 from runner.errors import TmlbenchError, describe_validation_error
-from runner.metrics import Metric, get_metric
-from runner.records import RECORD_SCHEMA_VERSION, RunRecord
-from runner.task_vocabulary import Direction
+from runner.tasks import Direction, Metric, get_metric
 from warehouse.db import apply_ddl
 from warehouse.importers.tml_bench_format import (
     BASELINE_COLUMNS,
@@ -242,7 +241,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
             raise ValueError(f"{run}: status success but score_raw is {score!r}")
         if metric is None:
             raise ValueError(
-                f"{run}: metric {label(repr(metric_name))} is not known to runner/metrics.py, so "
+                f"{run}: metric {label(repr(metric_name))} is not known to runner/tasks/metrics.py, so "
                 "whether higher or lower is better would be a guess; add it there"
             )
     elif score is not None:
@@ -295,7 +294,7 @@ def to_record(row: Row, metric_of: Callable[[str], str | None], notes: Counter[s
 
 
 def _known_metric(metric_name: str | None) -> Metric | None:
-    """The metric runner.metrics knows by this name (its direction and orientation), else None."""
+    """The metric runner.tasks.metrics knows by this name (its direction and orientation), else None."""
     if not metric_name:
         return None
     try:

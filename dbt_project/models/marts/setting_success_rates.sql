@@ -6,7 +6,7 @@
 -- reached) for a suite without a file (imported results, a removed suite file) or a file loaded
 -- before the provider-error ceiling existed.
 --
--- A ceiling counts only the faults no resumption forgave, as the runner's do (runner.settings):
+-- A ceiling counts only the faults no resumption forgave, as the runner's do (runner.suites.benchmark_settings):
 -- resuming a stopped setting forgives the faults recorded so far, by run id, in the resumption
 -- log of the suite's runs folder (stg_raw__resumptions); n_harness_error / n_provider_error still
 -- count every fault recorded.

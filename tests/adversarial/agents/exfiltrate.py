@@ -21,7 +21,11 @@ a = p.parse_args()
 answers_rel = a.answers.lstrip("/")
 report: dict = {"reads": {}, "found": [], "walk_up": [], "host_paths_seen": [], "repo_found": []}
 # Files only the repository has, by their tails: wherever the clone lives, none may be visible.
-REPO_TAILS = ("/".join(a.repo_file.split("/")[-3:]), "runner/grading.py", "runner/attempt.py")
+REPO_TAILS = (
+    "/".join(a.repo_file.split("/")[-3:]),
+    "runner/grading.py",
+    "runner/attempts/attempt.py",
+)
 stolen: bytes | None = None
 
 

@@ -23,8 +23,7 @@ from typing import ClassVar
 
 import pytest
 
-from runner.config import REPO_ROOT
-from runner.egress import (
+from runner.agents.egress import (
     FORWARDER_DIR,
     FORWARDER_INSIDE,
     SOCKET_DIR_INSIDE,
@@ -36,6 +35,7 @@ from runner.egress import (
     socket_path,
     wrap_command,
 )
+from runner.config import REPO_ROOT
 from runner.sandbox import (
     SandboxLimits,
     SandboxRequest,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
-from runner.gateway import server as gateway_server
-from runner.gateway.reply_parser import ReplyParser
+from runner.agents.gateway import PLACEHOLDER_KEY, ProviderGateway, gateway_url
+from runner.agents.gateway import server as gateway_server
+from runner.agents.gateway.reply_parser import ReplyParser
 from tests.support.recording_upstream import UnixHTTPConnection
 from tests.support.recording_upstream import send_raw as raw
 
@@ -920,10 +920,10 @@ def test_head_and_http_1_0(tmp_path: Path):
 
 
 def test_official_openai_client_and_the_scripted_provider(tmp_path: Path):
-    """The openai SDK (httpx, kept-alive) through the gateway to runner.scripted_provider."""
+    """The openai SDK (httpx, kept-alive) through the gateway to runner.agents.scripted_provider."""
     openai = pytest.importorskip("openai")
     httpx = pytest.importorskip("httpx")
-    from runner.scripted_provider import ScriptedProvider, call, reply
+    from runner.agents.scripted_provider import ScriptedProvider, call, reply
 
     script = [
         reply("hi", usage=(10, 3)),
@@ -1103,7 +1103,7 @@ def test_a_stream_the_attempts_end_cuts_is_interrupted_not_a_fault(tmp_path: Pat
 
 
 def test_a_streamed_chat_chunk_finishing_with_error_is_an_error_event():
-    """As a complete body with finish_reason "error" is (runner.provider_faults): a fault."""
+    """As a complete body with finish_reason "error" is (runner.agents.provider_faults): a fault."""
     chunks = [
         {"choices": [{"index": 0, "delta": {"content": "partial"}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]},

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.gateway import ProviderGateway
+from runner.agents.gateway import ProviderGateway
 from tests.support.hostile_upstream import (
     HostileUpstream,
     Received,

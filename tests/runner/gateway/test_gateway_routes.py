@@ -3,7 +3,7 @@ after one canonical decoding of the target; every other request is answered 403 
 protocol's error shape, never forwarded, and counted. Hostile request lines are generated
 (methods x encodings x path tricks x queries) and sent through the real gateway to a
 recording upstream; the expected outcome is the rule restated here, independently of
-runner/gateway/routes.py.
+runner/agents/gateway/routes.py.
 """
 
 from __future__ import annotations

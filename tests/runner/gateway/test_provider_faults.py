@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.gateway import GatewayStats, ProviderGateway
-from runner.gateway.request_rate import RequestRate
-from runner.scripted_provider import (
+from runner.agents.gateway import GatewayStats, ProviderGateway
+from runner.agents.gateway.request_rate import RequestRate
+from runner.agents.scripted_provider import (
     ANTHROPIC_MESSAGES,
     OPENAI_CHAT,
     OPENAI_RESPONSES,

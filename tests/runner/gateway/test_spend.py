@@ -21,15 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from runner.gateway import ProviderGateway
-from runner.gateway import server as gateway_server
-from runner.gateway.spend import (
+from runner.agents.gateway import ProviderGateway
+from runner.agents.gateway import server as gateway_server
+from runner.agents.gateway.spend import (
     SpendCeilings,
     SpendMeter,
     default_ceilings,
     refusal,
 )
-from runner.scripted_provider import (
+from runner.agents.scripted_provider import (
     ANTHROPIC_MESSAGES,
     OPENAI_CHAT,
     OPENAI_RESPONSES,
@@ -51,7 +51,7 @@ PATHS = {
     OPENAI_RESPONSES: "/v1/responses",
     ANTHROPIC_MESSAGES: "/v1/messages",
 }
-#: The status each protocol's quota error has: what its CLIs give up on (see runner.gateway.spend).
+#: The status each protocol's quota error has: what its CLIs give up on (see runner.agents.gateway.spend).
 QUOTA_STATUS = {OPENAI_CHAT: 400, OPENAI_RESPONSES: 429, ANTHROPIC_MESSAGES: 400}
 #: OpenCode 1.18.33's and Kilo 7.7.7's test for a retryable error, as read in their bundles: a
 #: message or body matching any of these is retried whatever its status.

@@ -24,8 +24,8 @@ from runner.grading import (
     validate_submission,
     validation,
 )
-from runner.metrics import Metric
 from runner.specs import TaskSpec
+from runner.tasks.metrics import Metric
 
 N = 20
 

@@ -9,10 +9,10 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.errors import SpecError
-from runner.instructions import INSTRUCTIONS_VERSION, PROFILE_NOTES
-from runner.instructions.render import instructions_sha256, render_instructions
-from runner.manifest import Manifest, ManifestFile, ManifestTask
-from runner.registry import load_task
+from runner.specs.registry import load_task
+from runner.tasks.instructions import INSTRUCTIONS_VERSION, PROFILE_NOTES
+from runner.tasks.instructions.render import instructions_sha256, render_instructions
+from runner.tasks.manifest import Manifest, ManifestFile, ManifestTask
 
 
 @pytest.fixture
@@ -49,6 +49,6 @@ def test_unknown_profile_is_refused_by_name(task, manifest):
 
 def test_the_spec_models_load_without_the_renderer():
     """No import cycle: the specs read the profile names from the package's data, not its renderer."""
-    code = "import sys, runner.specs; print('runner.instructions.render' in sys.modules)"
+    code = "import sys, runner.specs; print('runner.tasks.instructions.render' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,6 +1,6 @@
 """The built-in llm agent through real bwrap attempts, against a scripted provider on loopback.
 
-Nothing here calls a real provider: ``runner.scripted_provider`` plays recorded conversations
+Nothing here calls a real provider: ``runner.agents.scripted_provider`` plays recorded conversations
 with the OpenAI chat-completions protocol, and the attempts run in the real sandbox and are
 graded on the private answers like any other.
 """
@@ -20,20 +20,16 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from runner import drivers
-from runner.config import REPO_ROOT
-from runner.errors import TmlbenchError
-from runner.llm.conversation import ELIDED, fit_context
-from runner.llm.tools import (
+from runner.agents import drivers
+from runner.agents.llm.conversation import ELIDED, fit_context
+from runner.agents.llm.tools import (
     FRAME_SLACK,
     ProtocolViolation,
     ToolHostChannel,
     ToolHostGone,
     frame_cap,
 )
-from runner.metrics import get_metric
-from runner.records import RunRecord
-from runner.scripted_provider import (
+from runner.agents.scripted_provider import (
     ScriptedProvider,
     call,
     error,
@@ -41,6 +37,10 @@ from runner.scripted_provider import (
     load_conversation,
     reply,
 )
+from runner.attempts.records import RunRecord
+from runner.config import REPO_ROOT
+from runner.errors import TmlbenchError
+from runner.tasks.metrics import get_metric
 from tests.support.attempts import attempt
 from tests.support.dbt_warehouse import count_every_setting
 from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
@@ -415,7 +415,7 @@ RUN_OK = {"exit_code": 0, "timed_out": False, "output": "hi", "seconds": 0.5}
 
 def test_frame_cap_is_the_largest_reply_of_an_honest_tool_host(tmp_path, monkeypatch):
     """Worst cases of the real tool host's code: every output byte escaped as \\uXXXX."""
-    monkeypatch.syspath_prepend(str(REPO_ROOT / "runner" / "llm" / "toolhost"))
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "runner" / "agents" / "llm" / "toolhost"))
     import toolhost
 
     assert DEFAULT_CAP == 6 * 50_000 + 32 * 1024 == 332_768

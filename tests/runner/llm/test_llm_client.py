@@ -3,7 +3,7 @@
 The scripted provider plays what real providers send; this raw server sends what they may
 send besides (an error inside a 200, a body shorter than its length, a reply that drips, a
 connection dropped before the status line), byte for byte. Each call must come out as the
-provider-fault rule says (:mod:`runner.provider_faults`), and never as an exception the
+provider-fault rule says (:mod:`runner.agents.provider_faults`), and never as an exception the
 session does not expect.
 """
 
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.llm.client import CallFailed, ChatClient, OutOfTime
+from runner.agents.llm.client import CallFailed, ChatClient, OutOfTime
 from tests.support.servers import free_port
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -201,7 +201,7 @@ def test_an_unreachable_provider_is_a_fault_and_no_call_was_interrupted():
 
 
 def test_a_fault_then_a_step_recovers(serve, monkeypatch):
-    monkeypatch.setattr("runner.llm.client._backoff", lambda failures: 0.0)
+    monkeypatch.setattr("runner.agents.llm.client._backoff", lambda failures: 0.0)
     body = json.dumps(COMPLETION).encode()
     server = serve(http(500, b"{}"), http(200, body[:20]), http(200, body, length=len(body)))
     c = client(server.base_url, retries=2)
@@ -272,7 +272,7 @@ def test_any_sequence_of_replies_is_counted_by_the_rule(kinds: list[str]):
     server = RawServer([REPLIES[k][0] for k in kinds])
     c = client(server.base_url, retries=len(kinds))
     try:
-        with mock.patch("runner.llm.client._backoff", lambda failures: 0.0):
+        with mock.patch("runner.agents.llm.client._backoff", lambda failures: 0.0):
             while c.calls.calls < len(kinds):
                 c.max_retries = len(kinds) - c.calls.calls - 1  # no call past the last reply
                 with contextlib.suppress(CallFailed):  # a 400, or retries used up
@@ -318,7 +318,7 @@ def test_evidence_never_holds_the_key(serve):
 def test_nothing_read_from_the_provider_holds_the_key(serve):
     # A provider reflecting the key in its reply, an error or a broken status line: the
     # conversation (and so the sandbox's tool calls, the transcript) and the messages that
-    # reach the record get its forms starred out (runner/redaction.py).
+    # reach the record get its forms starred out (runner/agents/redaction.py).
     key = "sk-live-0123abcd/xyz"
     reflected = dict(
         COMPLETION,

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.config import REPO_ROOT
-from runner.records import RunRecord
-from runner.scripted_provider import (
+from runner.agents.scripted_provider import (
     ScriptedProvider,
     cut,
     error,
@@ -23,7 +21,9 @@ from runner.scripted_provider import (
     reply,
     stream_error,
 )
-from runner.scripted_provider import call as tool_call
+from runner.agents.scripted_provider import call as tool_call
+from runner.attempts.records import RunRecord
+from runner.config import REPO_ROOT
 from tests.support.llm_attempts import KEY, KEY_ENV, run
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]

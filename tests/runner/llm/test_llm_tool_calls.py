@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.drivers import TOOLHOST_DIR
-from runner.llm.conversation import ELIDED, conversation_chars, fit_context
-from runner.llm.session import LlmSession
-from runner.llm.tools import MalformedCall, ToolHostChannel, parse_call
+from runner.agents.drivers import TOOLHOST_DIR
+from runner.agents.llm.conversation import ELIDED, conversation_chars, fit_context
+from runner.agents.llm.session import LlmSession
+from runner.agents.llm.tools import MalformedCall, ToolHostChannel, parse_call
 from runner.sandbox.views import private_dir
 from runner.specs import AgentSpec
 

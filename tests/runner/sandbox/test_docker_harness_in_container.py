@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HarnessError
-from runner.sandbox import DockerSandbox, docker_engine
-from runner.sandbox import docker as docker_backend
+from runner.sandbox import DockerSandbox, docker_engine, docker_in_container
 from runner.sandbox.views import SHARED_DIR_ENV, private_dir, shared_dir
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
@@ -45,7 +44,7 @@ def test_read_only_folders_are_copied_readable_and_removed(tmp_path: Path):
     (code / "link").symlink_to("/etc/shadow")
     shared = tmp_path / "shared"
     shared.mkdir()
-    with docker_backend._Staging(shared, "tmlbench-x") as staging:
+    with docker_in_container.Staging(shared, "tmlbench-x") as staging:
         copy = staging.visible(code)
         assert copy.is_relative_to(shared) and staging.visible(code) == copy
         assert (copy / "pkg" / "lib.py").read_text() == "x = 1"
@@ -54,7 +53,7 @@ def test_read_only_folders_are_copied_readable_and_removed(tmp_path: Path):
         assert staging.visible(shared / "sockets") == shared / "sockets"  # already visible
         assert staging.notes
     assert not (shared / "tmlbench-x-ro").exists()
-    with docker_backend._Staging(None, "tmlbench-y") as staging:
+    with docker_in_container.Staging(None, "tmlbench-y") as staging:
         assert staging.visible(code) == code  # a harness on the host binds folders as they are
 
 
@@ -64,7 +63,7 @@ def test_engine_paths_check_passes_for_folders_the_engine_sees(
     folders = [tmp_path / "a", tmp_path / "b"]
     for folder in folders:
         folder.mkdir()
-    docker_backend.check_engine_paths(docker.docker, docker.image, folders)
+    docker_in_container.check_engine_paths(docker.docker, docker.image, folders)
     assert all(not list(f.iterdir()) for f in folders), "markers removed"
 
 
@@ -80,9 +79,9 @@ def test_engine_paths_check_fails_when_the_engine_sees_another_folder(
     ) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(args, 1, "", "cat: /probe/0/...: No such file")
 
-    monkeypatch.setattr(docker_backend, "docker_cli", engine_elsewhere)
+    monkeypatch.setattr(docker_in_container, "docker_cli", engine_elsewhere)
     with pytest.raises(HarnessError, match="same absolute path"):
-        docker_backend.check_engine_paths("docker", "image", [tmp_path])
+        docker_in_container.check_engine_paths("docker", "image", [tmp_path])
     assert not list(tmp_path.iterdir()), "marker removed"
 
 
@@ -127,7 +126,7 @@ def test_orphans_of_other_pid_namespaces(docker: DockerSandbox):
                 check=True,
                 capture_output=True,
             )
-        removed = docker_backend.remove_orphans(docker.docker)
+        removed = docker_engine.remove_orphans(docker.docker)
         assert names["gone"] in removed
         assert names["running"] not in removed and names["host"] not in removed
     finally:

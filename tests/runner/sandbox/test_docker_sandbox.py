@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import threading
 import time
 import tomllib
@@ -19,9 +20,9 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.errors import HarnessError
-from runner.registry import load_agent
 from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine
-from runner.sandbox import docker as docker_backend
+from runner.sandbox.docker_create import create_args
+from runner.specs.registry import load_agent
 from tests.support.attempts import attempt
 from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, probe_command
 
@@ -181,7 +182,7 @@ def test_env_never_on_a_command_line(docker: DockerSandbox, tmp_path: Path):
                         pass
             time.sleep(0.01)
 
-    before = {p.name for p in Path(docker_backend.tempfile.gettempdir()).glob("tmlbench-env-*")}
+    before = {p.name for p in Path(tempfile.gettempdir()).glob("tmlbench-env-*")}
     thread = threading.Thread(target=scan)
     thread.start()
     try:
@@ -196,7 +197,7 @@ def test_env_never_on_a_command_line(docker: DockerSandbox, tmp_path: Path):
         thread.join()
     assert res.exit_code == 0 and att.stdout().strip() == secret
     assert not seen
-    after = {p.name for p in Path(docker_backend.tempfile.gettempdir()).glob("tmlbench-env-*")}
+    after = {p.name for p in Path(tempfile.gettempdir()).glob("tmlbench-env-*")}
     assert after <= before
 
 
@@ -210,7 +211,7 @@ def test_env_that_docker_cannot_carry_is_a_harness_error(docker: DockerSandbox, 
 def test_create_args(docker: DockerSandbox, tmp_path: Path):
     att = Attempt(tmp_path, docker)
     req = att.request(["/bin/true"], SandboxLimits(wall_seconds=5, memory_bytes=512 * MIB))
-    args = docker.create_args(req, "tmlbench-x", "/tmp/envfile")
+    args = create_args(req, "tmlbench-x", "/tmp/envfile", docker.image)
     joined = " ".join(args)
     for flag in (
         "--network none",
@@ -318,7 +319,7 @@ def test_orphans_of_a_dead_harness_are_removed(docker: DockerSandbox):
                 check=True,
                 capture_output=True,
             )
-        removed = docker_backend.remove_orphans(docker.docker)
+        removed = docker_engine.remove_orphans(docker.docker)
         assert names["orphan"] in removed and names["other-boot"] in removed
         assert names["alive"] not in removed
         left = _our_containers(docker)

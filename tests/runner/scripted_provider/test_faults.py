@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from runner.scripted_provider import (
+from runner.agents.scripted_provider import (
     ANTHROPIC_MESSAGES,
     OPENAI_CHAT,
     OPENAI_RESPONSES,

@@ -1,4 +1,4 @@
-"""The scripted provider (runner/scripted_provider), driven over real HTTP on loopback.
+"""The scripted provider (runner/agents/scripted_provider), driven over real HTTP on loopback.
 
 Requests go out with urllib in the shapes the official clients send, and through the official
 ``openai`` and ``anthropic`` clients (dev dependencies): every protocol, streamed and not, must
@@ -27,10 +27,7 @@ import openai
 import pandas as pd
 import pytest
 
-from runner.config import REPO_ROOT
-from runner.grading import grade_submission
-from runner.registry import load_task
-from runner.scripted_provider import (
+from runner.agents.scripted_provider import (
     ANTHROPIC_MESSAGES,
     OPENAI_CHAT,
     OPENAI_RESPONSES,
@@ -50,7 +47,10 @@ from runner.scripted_provider import (
     solve_task_script,
     task_solver,
 )
-from runner.scripted_provider.scientist import MARKER
+from runner.agents.scripted_provider.scientist import MARKER
+from runner.config import REPO_ROOT
+from runner.grading import grade_submission
+from runner.specs.registry import load_task
 from tests.support.prepared_tasks import prepared
 
 pytestmark = pytest.mark.timeout(60)
@@ -1350,7 +1350,7 @@ def raw_exchange(port: int, head: str, body: bytes = b"") -> bytes:
 
 
 def test_an_oversized_request_is_refused_unread_and_a_chunked_one_is_read() -> None:
-    from runner.scripted_provider import MAX_REQUEST_BYTES
+    from runner.agents.scripted_provider import MAX_REQUEST_BYTES
 
     with ScriptedProvider([reply("chunked is fine")]) as provider:
         refused = raw_exchange(
@@ -1669,7 +1669,7 @@ def test_the_scientist_ends_a_mini_swe_agent_run_with_the_sentinel_as_a_tool_cal
 
 
 def test_the_scientist_writes_solve_py_for_aider_then_stops_editing() -> None:
-    from runner.scripted_provider import SOLVE_PROGRAM
+    from runner.agents.scripted_provider import SOLVE_PROGRAM
 
     system = "Act as an expert software developer.\n... *SEARCH/REPLACE block* Rules: ..."
     history: list[dict] = [

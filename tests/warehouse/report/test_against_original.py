@@ -41,7 +41,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from runner.cli import cli
+from runner.command_line import cli
 from tests.support import paper_figures, paper_results, report_numbers
 
 SUITE = "tml-bench"  # the suite an import makes (one per source)
