@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from machine import describe_machine
 
 from runner.config import REPO_ROOT
-from tests.support.docker_stack import (
+from tools.docker_stack import (
     AUTOMATION_SENSOR,
     DOCKER_DIR,
     SRV,

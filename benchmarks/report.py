@@ -27,7 +27,7 @@ import duckdb
 from dbt_build import generate
 from machine import describe_machine
 
-from tests.support.dashboard_snapshot import build_snapshot
+from tools.dashboard_snapshot import build_snapshot
 from warehouse.marts import build_marts
 from warehouse.report import write_report
 

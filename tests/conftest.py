@@ -9,8 +9,8 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.prepare import prepare_twin
 from runner.registry import load_task
-from tests.support.dashboard_snapshot import build_snapshot
 from tests.support.prepared_tasks import make_paths
+from tools.dashboard_snapshot import build_snapshot
 from warehouse.db import apply_ddl, connect
 
 SMALL_ROWS = 600

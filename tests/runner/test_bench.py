@@ -22,8 +22,8 @@ from runner.sandbox import get_sandbox
 from runner.scheduling import AttemptDone, CpuPool, run_settings
 from runner.settings import next_attempt_indices, suite_settings
 from runner.specs import SuiteSpec
-from tests.support.records import make_record
 from tests.support.tmlbench_cli import tmlbench
+from tools.records import make_record
 
 pytestmark = pytest.mark.sandbox
 BANK = "bank-customer-churn-ict-u-ai"

@@ -22,7 +22,7 @@ from runner.records import RECORD_FILE, TEMP_PREFIX, load_records, read_record, 
 from runner.run_folder import STARTED_FILE, died_mid_attempt
 from runner.sandbox import cgroups
 from runner.settings import next_attempt_indices
-from tests.support.records import make_record
+from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 

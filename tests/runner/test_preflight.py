@@ -20,7 +20,7 @@ from runner.records import load_records, write_record
 from runner.sandbox import get_sandbox
 from runner.scheduling import host_cpus
 from runner.specs import SuiteSpec
-from tests.support.records import make_record
+from tools.records import make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

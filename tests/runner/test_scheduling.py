@@ -23,7 +23,7 @@ from runner.resumptions import append_resumption, forgiven_run_ids
 from runner.scheduling import run_settings
 from runner.settings import suite_settings
 from runner.specs import SuiteSpec
-from tests.support.records import T0, make_record
+from tools.records import T0, make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
 STATUSES = ("success", "runtime_error", "harness_error", "provider_error")

@@ -24,7 +24,7 @@ import numpy as np
 from runner.config import REPO_ROOT, Paths
 from runner.records import STATUSES, RunRecord, write_record
 from runner.registry import load_suite, load_task
-from tests.support.records import make_record
+from tools.records import make_record
 
 GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
 MARTS_FILE = GOLDEN_DIR / "demo_marts.json"

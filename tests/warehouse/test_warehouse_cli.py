@@ -18,8 +18,8 @@ from runner.errors import TmlbenchError
 from runner.registry import list_agents
 from tests.support import tml_bench as tb
 from tests.support.cli_imports import HEAVY, imported_by
-from tests.support.records import make_record as rec
 from tests.support.run_folders import write, write_raw
+from tools.records import make_record as rec
 from warehouse.db import connect
 
 QUERIES = REPO_ROOT / "warehouse" / "queries"

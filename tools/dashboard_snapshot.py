@@ -10,13 +10,13 @@ from pathlib import Path
 import duckdb
 
 from runner.records import write_record
-from tests.support.dbt_warehouse import (
+from tools.dbt_warehouse import (
     count_every_setting,
     insert_agents,
     insert_suites,
     insert_tasks,
 )
-from tests.support.records import T0, make_record
+from tools.records import T0, make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.config import REPO_ROOT
-from tests.support.servers import free_port, stop
+from tools.servers import free_port, stop
 
 MODULE = "orchestration.definitions"
 BIN = Path(sys.executable).parent
