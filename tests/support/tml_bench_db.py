@@ -26,14 +26,14 @@ bf057a0    bf057a0ae6dc4cf1ca8f33373cd5d0b004a41530       30    secondary_r2, se
 Each generation's ``CREATE TABLE`` lists its columns in the order of the current one, with the
 same types and text layout, so ``RUN_COLUMNS`` (each column with the generation that added it)
 renders every generation's DDL exactly as that commit's ``ensure_db`` has it, and
-``MIGRATION_ORDER`` is the order its ``ALTER TABLE`` statements append them in (every generation's list
-is this one without the columns it did not have yet). ``baselines`` has one DDL: it never
-changed. Not written: the original's migrations of a ``baselines`` table older than its DDL (no
+``MIGRATION_ORDER`` is the order its ``ALTER TABLE`` statements append them in (every
+generation's list is this one without the columns it did not have yet). ``baselines`` has one
+DDL: it never changed. Not written: the original's migrations of a ``baselines`` table older than its DDL (no
 generation has one).
 
 It replaced vendored copies of ``db.py`` at three of these commits (issue 29). Checked then
-against every commit's own ``db.py`` (run on the same runs: the importer tests' runs
-and the paper database's): the DDL and ``ALTER TABLE`` texts are the commit's, character for
+against every commit's own ``db.py``, run on the same runs (the importer tests' and the
+paper database's): the DDL and ``ALTER TABLE`` texts are the commit's, character for
 character, and the databases dump (``iterdump``) identically, fresh, migrated from the first
 generation, and with baselines.
 """
