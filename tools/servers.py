@@ -1,4 +1,5 @@
-"""Starting and stopping real servers in tests and benchmarks: a free loopback port, a clean process-group stop."""
+"""Starting and stopping real servers in tests and benchmarks: a free loopback port, a clean
+process-group stop."""
 
 from __future__ import annotations
 
