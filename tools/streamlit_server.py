@@ -12,9 +12,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.config import REPO_ROOT
 from tools.servers import free_port, stop
+
+if TYPE_CHECKING:  # Playwright is imported by the browser's users, not by starting a server
+    from playwright.sync_api import Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -89,7 +93,7 @@ def streamlit_server(app: Path, snapshot: Path, log_path: Path) -> Iterator[str]
             stop(proc)
 
 
-def wait_until_idle(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
+def wait_until_idle(page: Page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
     """Wait until the app has rendered and its script run has finished."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_function(
