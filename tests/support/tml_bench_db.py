@@ -214,6 +214,7 @@ def run_row(run: RunResult) -> dict[str, Any]:
         )
     }
     secondary_r2 = notes.get("secondary_r2")
+    dirty = versions.git_dirty if versions else None
     return {
         "run_id": run.run_id,
         "created_at": run.created_at,
@@ -243,13 +244,7 @@ def run_row(run: RunResult) -> dict[str, Any]:
         **provenance,
         "benchmark_version": versions.benchmark if versions else None,
         "git_sha": versions.git_sha if versions else None,
-        "git_dirty": (
-            None
-            if versions is None or versions.git_dirty is None
-            else 1
-            if versions.git_dirty
-            else 0
-        ),
+        "git_dirty": None if dirty is None else int(bool(dirty)),
     }
 
 
