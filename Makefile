@@ -144,7 +144,7 @@ test: install browser-deps docker-image deploy-deps clis lint manifest
 	$(RUN) dg check defs
 	$(RUN) pytest
 
-# mypy --strict on every module of runner/ and warehouse/ ([tool.mypy] in pyproject.toml).
+# mypy --strict on every module of the packages [tool.mypy] in pyproject.toml lists.
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .

@@ -53,7 +53,7 @@ from machine import describe_machine
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
-from tests.support.streamlit_server import (
+from tools.streamlit_server import (
     APP,
     CHROMIUM,
     CHROMIUM_ARGS,

@@ -18,7 +18,7 @@ successes each) launched as 4 runs at once, the stack's max_concurrent_runs 1 vs
 first launch to the last run's end. Each run schedules its attempts on the host's CPUs.
 
 Needs root, the Docker engine and `make deploy-deps`; brings the stack up and down itself
-(/srv/tmlbench, see tests/support/docker_stack.py). Prints the machine and its load: other
+(/srv/tmlbench, see tools/docker_stack.py). Prints the machine and its load: other
 work on a shared machine moves every number here.
 """
 
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from machine import describe_machine
 
 from runner.config import REPO_ROOT
-from tests.support.docker_stack import (
+from tools.docker_stack import (
     AUTOMATION_SENSOR,
     DOCKER_DIR,
     SRV,

@@ -1,7 +1,7 @@
 """Time of ``write_report`` (what ``tmlbench report`` runs) for the demo suite's snapshot and for
 a warehouse of N synthetic attempts.
 
-The demo: the hand-made snapshot of the dashboard's tests (tests/support/dashboard_snapshot.py:
+The demo: the hand-made snapshot of the dashboard's tests (tools/dashboard_snapshot.py:
 three agents, three tasks, two budgets). The big one: N attempts from the generator of
 benchmarks/dbt_build.py (20 agents × tasks × budgets, suite "bench"), marts built by dbt; the
 report reads them read-only. Timed: from opening the connection to the manifest written (reads,
@@ -27,7 +27,7 @@ import duckdb
 from dbt_build import generate
 from machine import describe_machine
 
-from tests.support.dashboard_snapshot import build_snapshot
+from tools.dashboard_snapshot import build_snapshot
 from warehouse.marts import build_marts
 from warehouse.report import write_report
 

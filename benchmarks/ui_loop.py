@@ -44,7 +44,7 @@ from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS
 from runner.attempts.records import load_records
 from runner.config import REPO_ROOT
 from runner.specs.registry import load_suite
-from tests.support.dagster_ui import DagsterUI, dagster_env, running_dagster
+from tools.dagster_ui import DagsterUI, dagster_env, running_dagster
 
 SUITE, AGENT, BUDGET = "demo", "baseline-constant", 240
 TARGET = 30.0  # seconds

@@ -9,8 +9,8 @@ import pytest
 from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_task
 from runner.tasks.preparation import prepare_twin
-from tests.support.dashboard_snapshot import build_snapshot
 from tests.support.prepared_tasks import make_paths
+from tools.dashboard_snapshot import build_snapshot
 from warehouse.db import apply_ddl, connect
 
 SMALL_ROWS = 600

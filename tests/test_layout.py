@@ -1,9 +1,12 @@
-"""The layout holds: test helpers live in tests/support, and runner/ is entered by its rooms.
+"""The layout holds: test helpers live in tests/support or tools/, never in a test module, and
+runner/ is entered by its rooms.
 
-No module under tests/ or benchmarks/ imports a test module (``test_*.py``) or a
+No module under tests/, tools/ or benchmarks/ imports a test module (``test_*.py``) or a
 ``conftest.py``: pytest loads those itself, and a second import runs them twice under two
-names. benchmarks/ imports from tests/ only what is in ``tests.support``. Imports are read
-with ``ast``, wherever they are in a file (a function's own imports included).
+names. What the benchmarks share with the tests is in tools/: benchmarks/ and tools/ import
+nothing from tests/, and the product (runner/, warehouse/, orchestration/, app/) imports
+neither. Imports are read with ``ast``, wherever they are in a file (a function's own imports
+included).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import pytest
 
 from runner.config import REPO_ROOT
 
-CHECKED = ("tests", "benchmarks")
+CHECKED = ("tests", "benchmarks", "tools")
+# What may not import tests/ (the benchmarks run without them); the product imports tools/ neither.
+NOT_TESTS = ("benchmarks", "tools")
+PRODUCT = ("runner", "warehouse", "orchestration", "app")
 
 
 def is_test_module(dotted: str) -> bool:
@@ -60,25 +66,22 @@ def imports(path: Path) -> Iterator[tuple[int, str, list[str]]]:
 
 def violations(path: Path) -> Iterator[str]:
     where = path.relative_to(REPO_ROOT)
-    in_benchmarks = where.parts[0] == "benchmarks"
+    shares_with_tests = where.parts[0] in NOT_TESTS
     for line, module, names in imports(path):
         # `from pkg import test_x` imports a test module only when pkg/test_x.py exists.
         submodules = [f"{module}.{name}" for name in names if is_module(f"{module}.{name}")]
         for dotted in (module, *submodules):
             if is_test_module(dotted):
                 yield f"{where}:{line}: imports the test module {dotted} (move what it needs to tests/support)"
-        if in_benchmarks and (module == "tests" or module.startswith("tests.")):
-            taken = [f"tests.{name}" for name in names] if module == "tests" and names else [module]
-            for dotted in taken:
-                if dotted != "tests.support" and not dotted.startswith("tests.support."):
-                    yield f"{where}:{line}: a benchmark imports {dotted}, outside tests.support"
+        if shares_with_tests and module.split(".")[0] == "tests":
+            yield f"{where}:{line}: imports {module} (what tests and benchmarks share goes in tools/)"
 
 
-def test_no_module_imports_a_test_module_and_benchmarks_import_only_tests_support():
+def test_no_module_imports_a_test_module_and_benchmarks_and_tools_import_no_tests():
     files = sorted(p for top in CHECKED for p in (REPO_ROOT / top).rglob("*.py"))
-    assert any(p.name == "conftest.py" for p in files) and any(
-        p.parts[-2] == "benchmarks" for p in files
-    ), "the layout check found no files to read"
+    assert all(
+        any(p.relative_to(REPO_ROOT).parts[0] == top for p in files) for top in CHECKED
+    ) and any(p.name == "conftest.py" for p in files), "the layout check found no files to read"
     found = [problem for path in files for problem in violations(path)]
     assert not found, "\n".join(found)
 
@@ -170,3 +173,15 @@ def test_each_surface_name_resolves_and_importing_a_room_loads_none_of_its_modul
             assert getattr(package, name) is getattr(importlib.import_module(module), name)
     with pytest.raises(AttributeError, match="no attribute 'not_on_the_surface'"):
         _ = importlib.import_module("runner.suites").not_on_the_surface
+
+
+def test_the_product_imports_neither_tools_nor_tests():
+    """tools/ and tests/ are not shipped (the wheel holds the product's packages only)."""
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: imports {module}"
+        for top in PRODUCT
+        for path in sorted((REPO_ROOT / top).rglob("*.py"))
+        for line, module, _ in imports(path)
+        if module.split(".")[0] in ("tools", "tests")
+    ]
+    assert not found, "\n".join(found)

@@ -11,7 +11,7 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from runner.config import REPO_ROOT
-from tests.support.dashboard_snapshot import ALPHA_COST, LATE_DAY, run_id_of
+from tools.dashboard_snapshot import ALPHA_COST, LATE_DAY, run_id_of
 
 APP_DIR = REPO_ROOT / "app"
 PAGES = [

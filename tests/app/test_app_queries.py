@@ -17,7 +17,7 @@ from hypothesis import strategies as hyp
 
 from app import queries, run_files
 from runner.attempts.records import STATUSES
-from tests.support.dashboard_snapshot import (
+from tools.dashboard_snapshot import (
     ALPHA_COST,
     BUDGETS,
     LATE_DAY,
@@ -26,7 +26,7 @@ from tests.support.dashboard_snapshot import (
     run_id_of,
     snapshot_records,
 )
-from tests.support.records import T0
+from tools.records import T0
 
 DEMO = queries.Filters(suite="demo")  # aggregates are per suite: every page shows one
 

@@ -28,8 +28,8 @@ import pytest
 from runner.attempts.records import write_record
 from runner.config import REPO_ROOT
 from tests.support.prepared_tasks import make_paths
-from tests.support.records import make_record
-from tests.support.streamlit_server import (
+from tools.records import make_record
+from tools.streamlit_server import (
     APP,
     CHROMIUM,
     CHROMIUM_ARGS,

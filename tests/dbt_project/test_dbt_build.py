@@ -13,7 +13,7 @@ import yaml
 from runner.attempts.records import STATUSES, RunRecord
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from tests.support.dbt_warehouse import (
+from tools.dbt_warehouse import (
     declare_suite,
     insert_agents,
     insert_runs,
@@ -21,7 +21,7 @@ from tests.support.dbt_warehouse import (
     insert_tasks,
     read_mart,
 )
-from tests.support.records import make_record as run_record
+from tools.records import make_record as run_record
 from warehouse.marts import build_marts
 
 # The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from runner.attempts.records import RunRecord, write_record
-from tests.support.dbt_warehouse import count_every_setting, read_mart
-from tests.support.records import make_record
+from tools.dbt_warehouse import count_every_setting, read_mart
+from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts

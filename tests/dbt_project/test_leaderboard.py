@@ -16,7 +16,7 @@ from tests.support.leaderboard_reference import (
     normalize,
     pass_hat_k,
 )
-from tests.support.records import make_record as rec
+from tools.records import make_record as rec
 
 
 def test_setting_median_counts_only_the_first_n_successes():

@@ -29,13 +29,6 @@ import pytest
 import yaml
 
 from runner.attempts.records import STATUSES, RunRecord
-from tests.support.dbt_warehouse import (
-    insert_agents,
-    insert_runs,
-    insert_suites,
-    insert_tasks,
-    read_mart,
-)
 from tests.support.leaderboard_reference import (
     CELL,
     SETTING,
@@ -49,7 +42,14 @@ from tests.support.leaderboard_reference import (
     records_frame,
 )
 from tests.support.leaderboard_reference import success_rates as reference_success_rates
-from tests.support.records import make_record as run_record
+from tools.dbt_warehouse import (
+    insert_agents,
+    insert_runs,
+    insert_suites,
+    insert_tasks,
+    read_mart,
+)
+from tools.records import make_record as run_record
 from warehouse.marts import DBT_PROJECT_DIR, build_marts
 
 TOL = 1e-9

@@ -24,8 +24,8 @@ import pytest
 
 from runner.config import REPO_ROOT
 from runner.specs.registry import load_suite
-from tests.support.dagster_ui import graphql
-from tests.support.servers import free_port, stop
+from tools.dagster_ui import graphql
+from tools.servers import free_port, stop
 
 pytestmark = pytest.mark.slow
 

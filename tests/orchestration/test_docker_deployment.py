@@ -27,7 +27,7 @@ import duckdb
 import pytest
 
 from orchestration.assets.warehouse import RAW_KEYS
-from tests.support.docker_stack import (
+from tools.docker_stack import (
     AUTOMATION_SENSOR,
     SNAPSHOT,
     SRV,

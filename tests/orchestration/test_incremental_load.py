@@ -9,9 +9,9 @@ import dagster as dg
 import pytest
 
 from runner.suites.benchmark_settings import suite_settings
-from tests.support.records import make_record
 from tests.support.run_folders import write
 from tests.support.tiny_suites import tiny_suite_resources
+from tools.records import make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

@@ -28,8 +28,8 @@ from runner.suites.benchmark_settings import (
     suite_settings,
 )
 from runner.tasks.preparation import prepared_task
-from tests.support.records import make_record
 from tests.support.tiny_suites import tiny_suite_resources
+from tools.records import make_record
 from warehouse.snapshot import publish_snapshot
 
 BANK = "bank-customer-churn-ict-u-ai"

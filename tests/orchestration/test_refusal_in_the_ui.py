@@ -26,9 +26,9 @@ import pytest
 
 from runner.attempts.records import RECORD_FILE
 from runner.config import REPO_ROOT, Paths
-from tests.support.dagster_ui import graphql
-from tests.support.servers import free_port, stop
-from tests.support.streamlit_server import CHROMIUM, CHROMIUM_ARGS
+from tools.dagster_ui import graphql
+from tools.servers import free_port, stop
+from tools.streamlit_server import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.slow
 

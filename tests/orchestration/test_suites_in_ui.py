@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from runner.config import REPO_ROOT
-from tests.support.servers import free_port, stop
+from tools.servers import free_port, stop
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from orchestration.partitions import settings_partition_key
-from tests.support.dagster_ui import DagsterUI, dagster_env, running_dagster
+from tools.dagster_ui import DagsterUI, dagster_env, running_dagster
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 

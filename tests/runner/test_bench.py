@@ -22,8 +22,8 @@ from runner.suites.preflight import RunRefused
 from runner.suites.resumptions import RESUMPTIONS_FILE
 from runner.suites.scheduling import AttemptDone, CpuPool, run_settings
 from runner.tasks.preparation import prepared_task
-from tests.support.records import make_record
 from tests.support.tmlbench_cli import tmlbench
+from tools.records import make_record
 
 pytestmark = pytest.mark.sandbox
 BANK = "bank-customer-churn-ict-u-ai"

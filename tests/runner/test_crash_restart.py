@@ -28,7 +28,7 @@ from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.sandbox import cgroups
 from runner.suites.benchmark_settings import next_attempt_indices
-from tests.support.records import make_record
+from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 

@@ -23,8 +23,8 @@ from runner.sandbox import get_sandbox
 from runner.specs.registry import load_agent, load_task, task_spec_sha256
 from runner.tasks.preparation import prepare_twin
 from runner.tasks.prepared_files import verify_public
-from tests.support.records import make_record
 from tests.support.tmlbench_cli import tmlbench
+from tools.records import make_record
 from warehouse.loader import load_runs
 
 BANK = "bank-customer-churn-ict-u-ai"

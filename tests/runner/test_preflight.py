@@ -20,7 +20,7 @@ from runner.suites.bench import Bench
 from runner.suites.preflight import CliRemedies, RunRefused, task_faults
 from runner.suites.scheduling import host_cpus
 from runner.tasks.prepared_files import prepared_task
-from tests.support.records import make_record
+from tools.records import make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

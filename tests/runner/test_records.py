@@ -18,7 +18,7 @@ from runner.attempts.records import (
     write_record,
 )
 from runner.sandbox import lifecycle
-from tests.support.records import make_record
+from tools.records import make_record
 
 PARTS = (AttemptSetup, Verdict, SandboxReport, DriverReport)
 OWN_FIELDS = {

@@ -23,7 +23,7 @@ from runner.specs import SuiteSpec
 from runner.suites.benchmark_settings import suite_settings
 from runner.suites.resumptions import append_resumption, forgiven_run_ids
 from runner.suites.scheduling import run_settings
-from tests.support.records import T0, make_record
+from tools.records import T0, make_record
 
 BANK = "bank-customer-churn-ict-u-ai"
 STATUSES = ("success", "runtime_error", "harness_error", "provider_error")

@@ -24,7 +24,7 @@ import numpy as np
 from runner.attempts.records import STATUSES, RunRecord, write_record
 from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_suite, load_task
-from tests.support.records import make_record
+from tools.records import make_record
 
 GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
 MARTS_FILE = GOLDEN_DIR / "demo_marts.json"

@@ -1,5 +1,6 @@
-"""A results database like the paper's, written by the original's own code, in which every figure
-of its render scripts has data (tests/report/test_against_original.py).
+"""A results database like the paper's, written as the original's code writes it
+(tests/support/tml_bench_db.py), in which every figure of its render scripts has data
+(tests/warehouse/report/test_against_original.py).
 
 The paper's design (its ``update_profiled1_fiverun_tables.COMPETITIONS`` and ``PROFILES``): the
 four competitions (one AUC, three RMSE), three budgets each with its prompt profile
@@ -131,5 +132,5 @@ def runs() -> list[RunResult]:
 
 
 def paper_database(path: Path) -> Path:
-    """The database, written by the original's ensure_db/insert_run/insert_baseline."""
-    return tb.current_database(path, runs())
+    """The database, written as the original's ensure_db/insert_run/insert_baseline write it."""
+    return tb.database(path, runs())

@@ -1,9 +1,10 @@
-"""Results of the original TML-bench, written by its own code (tests/support/tml_bench_original).
+"""Results of the original TML-bench, as its code writes them.
 
-``result()`` builds a ``RunResult`` the way its ``run_one.py`` does for each outcome (success:
-submission hashes, profile, strategy, seed and ``kilo`` metadata in ``artifacts.notes``;
-failures: no metric, no score); the databases and result.json files are then written by its
-``insert_run``/``insert_baseline``/``write_result_json``, generation by generation.
+``result()`` builds a ``RunResult`` (the original's own, tests/support/tml_bench_original) the
+way its ``run_one.py`` does for each outcome (success: submission hashes, profile, strategy,
+seed and ``kilo`` metadata in ``artifacts.notes``; failures: no metric, no score); ``database()``
+writes them into a results database of any schema generation (tests/support/tml_bench_db.py),
+``result_tree()`` into result.json files with its ``write_result_json``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.support.tml_bench_original import db as current_db
-from tests.support.tml_bench_original import db_9e850f7, db_b923c5e
+from tests.support.tml_bench_db import CURRENT, Baseline, has_baselines, write_database
 from tests.support.tml_bench_original.result import (
     Artifacts,
     BudgetConfig,
@@ -110,44 +110,37 @@ def result(
     )
 
 
-def current_database(path: Path, runs: Iterable[RunResult], baselines: bool = True) -> Path:
-    """A database as today's ensure_db/insert_run/insert_baseline write it."""
-    current_db.ensure_db(path)
-    for run in runs:
-        current_db.insert_run(path, run)
-    if baselines:
-        for kind, score in (("hgb", 0.88), ("constant", 0.5)):
-            current_db.insert_baseline(
-                path,
-                competition_id=CHURN,
-                baseline_type=kind,
-                created_at="2026-01-25T18:00:00+00:00",
-                metric_name="auc",
-                score_raw=score,
-                score_normalized=score,
-                local_validation_metric=None,
-                submission_sha256=sha(f"baseline {kind}") if kind == "hgb" else None,
-                normalized_submission_sha256=None,
-                spec_sha256=None,  # NULL provenance, as baselines of some runs have
-                public_manifest_sha256=None,
-            )
-    return path
+# The two baselines the databases hold, where their generation has the table: hgb and constant
+# on churn, with NULL provenance as the baselines of some of the original's runs have.
+BASELINES = [
+    Baseline(
+        competition_id=CHURN,
+        baseline_type=kind,
+        created_at="2026-01-25T18:00:00+00:00",
+        metric_name="auc",
+        score_raw=score,
+        score_normalized=score,
+        local_validation_metric=None,
+        submission_sha256=sha(f"baseline {kind}") if kind == "hgb" else None,
+        normalized_submission_sha256=None,
+        spec_sha256=None,
+        public_manifest_sha256=None,
+    )
+    for kind, score in (("hgb", 0.88), ("constant", 0.5))
+]
 
 
-def first_generation_database(path: Path, runs: Iterable[RunResult]) -> Path:
-    """A database from the first day (13 columns: no budget, model or provenance)."""
-    db_9e850f7.ensure_db(path)
-    for run in runs:
-        db_9e850f7.insert_run(path, run)
-    return path
-
-
-def model_metadata_database(path: Path, runs: Iterable[RunResult]) -> Path:
-    """A database of generation b923c5e: budget and model, no hashes or provenance yet."""
-    db_b923c5e.ensure_db(path)
-    for run in runs:
-        db_b923c5e.insert_run(path, run)
-    return path
+def database(
+    path: Path, runs: Iterable[RunResult], *, generation: str = CURRENT, baselines: bool = True
+) -> Path:
+    """``runs`` in the database at ``path`` as ``generation`` of the original writes them (an
+    existing older database is migrated first), with ``BASELINES`` where it has their table."""
+    return write_database(
+        path,
+        runs,
+        generation=generation,
+        baselines=BASELINES if baselines and has_baselines(generation) else (),
+    )
 
 
 def result_tree(root: Path, runs: Iterable[RunResult]) -> Path:

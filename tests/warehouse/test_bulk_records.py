@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from runner.attempts.records import RunRecord
-from tests.support.records import make_record
+from tools.records import make_record
 from warehouse import loader
 from warehouse.bulk_records import COLUMN_TYPES, bulk_parse, field_rules
 

@@ -3,7 +3,7 @@
 Results are downloaded from others, so the importer is attacked at its mechanism: a fixed
 corpus of named cases, one per known route (each through the real CLI in its own process, under
 a memory cap and a deadline), and generated cases (``hypothesis``) that mutate valid fixtures
-written by the original harness's own code, in process. Every case must end in exit 0, or a
+written as the original harness writes them, in process. Every case must end in exit 0, or a
 refusal that names what it refused (exit 1: rows rejected, each by name; exit 2: the source
 refused); never a traceback, never a raw control character on the terminal, and a refused
 source changes nothing on disk.
@@ -58,7 +58,7 @@ DEADLINE = 60.0  # seconds per case: each takes well under one; the margin is fo
 
 
 def database(tmp: Path, runs: list[Any] = RUNS, **kw: Any) -> Path:
-    return tb.current_database(tmp / "results.sqlite", runs, **kw)
+    return tb.database(tmp / "results.sqlite", runs, **kw)
 
 
 def sql(path: Path, *statements: str, params: tuple[Any, ...] = ()) -> Path:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import make_record as rec
 from tests.support.run_folders import write, write_raw
+from tools.records import make_record as rec
 from warehouse import loader, record_files
 from warehouse.loader import LoadReport, load_runs
 

@@ -211,7 +211,7 @@ def test_report_html_in_chromium_shows_every_figure_and_fetches_nothing(bundles)
     the page asks for nothing beyond itself (a request elsewhere is recorded, then refused)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.support.streamlit_server import CHROMIUM, CHROMIUM_ARGS
+    from tools.streamlit_server import CHROMIUM, CHROMIUM_ARGS
 
     assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: `make browser-deps` installs chromium"
     manifest, root = bundles[0]

@@ -21,8 +21,8 @@ from runner.suites.resumptions import (
     forgiven_run_ids,
     parse_resumption,
 )
-from tests.support.records import make_record as rec
 from tests.support.run_folders import write
+from tools.records import make_record as rec
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import content_version, load_runs
 
@@ -192,7 +192,7 @@ def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
     marts' ceiling says what the runner's ceiling count says, setting by setting."""
     from runner.attempts.records import load_records
     from runner.suites.benchmark_settings import ceiling_count
-    from tests.support.dbt_warehouse import declare_suite, read_mart
+    from tools.dbt_warehouse import declare_suite, read_mart
     from warehouse.marts import build_marts
 
     runs = tmp_path / "runs"

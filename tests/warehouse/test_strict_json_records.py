@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from runner.attempts.records import RunRecord, read_record, write_record
 from runner.errors import TmlbenchError
-from tests.support.records import make_record
 from tests.support.run_folders import write, write_raw
+from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 

@@ -18,8 +18,8 @@ from runner.errors import TmlbenchError
 from runner.specs.registry import list_agents
 from tests.support import tml_bench as tb
 from tests.support.cli_imports import HEAVY, imported_by
-from tests.support.records import make_record as rec
 from tests.support.run_folders import write, write_raw
+from tools.records import make_record as rec
 from warehouse.db import connect
 
 QUERIES = REPO_ROOT / "warehouse" / "queries"
@@ -209,7 +209,7 @@ def test_import_tml_bench_command(env, tmp_path: Path):
         tb.result("a1", "2026-02-01T10:00:00-08:00"),
         tb.result("a2", "2026-02-01T11:00:00-08:00", status="timeout"),
     ]
-    db = tb.current_database(tmp_path / "results.sqlite", runs)
+    db = tb.database(tmp_path / "results.sqlite", runs)
     sql = sqlite3.connect(db)
     sql.execute("alter table runs add column judge_notes text")
     sql.execute("update runs set judge_notes = 'fine'")

@@ -7,8 +7,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from runner.command_line import cli
-from tests.support.records import make_record
 from tests.support.run_folders import write
+from tools.records import make_record
 
 
 def test_rehash_reads_every_file_and_finds_it_unchanged(tmp_path: Path):

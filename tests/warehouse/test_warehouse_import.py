@@ -1,7 +1,8 @@
 """Importing the original TML-bench's results, as its own code writes them.
 
-Databases of three schema generations (and one migrated from the first to the current), its
-baselines table and its result.json tree are written by the original's vendored code
+Databases of every schema generation (and one migrated from the first to the current) and its
+baselines table are written as the original's ``orchestrator/db.py`` of that generation writes
+them (tests/support/tml_bench_db.py), its result.json tree by its vendored code
 (tests/support/tml_bench_original); the importer must land every column where the mapping
 table in warehouse/importers/tml_bench.py says.
 """
@@ -17,7 +18,7 @@ import pytest
 
 from runner.errors import TmlbenchError
 from tests.support import tml_bench as tb
-from tests.support.tml_bench_original import db as current_db
+from tests.support.tml_bench_db import GENERATIONS, run_columns
 from warehouse.importers.tml_bench import import_tml_bench
 from warehouse.loader import load_runs
 
@@ -49,7 +50,7 @@ def source_fields(row: dict) -> dict:
 
 
 def test_current_database_lands_every_column_where_the_mapping_says(con, tmp_path: Path):
-    db = tb.current_database(tmp_path / "results.sqlite", RUNS)
+    db = tb.database(tmp_path / "results.sqlite", RUNS)
     assert len(tb.columns(db)) == 31
     report = import_tml_bench(con, db)
     assert (report.runs.new, report.runs.rejected, report.unknown_fields) == (8, [], {})
@@ -104,7 +105,7 @@ def test_current_database_lands_every_column_where_the_mapping_says(con, tmp_pat
 
 
 def test_baselines_table_is_imported_with_null_provenance(con, tmp_path: Path):
-    report = import_tml_bench(con, tb.current_database(tmp_path / "r.sqlite", RUNS[:1]))
+    report = import_tml_bench(con, tb.database(tmp_path / "r.sqlite", RUNS[:1]))
     assert (report.baselines.new, report.baselines.rejected) == (2, [])
     rows = con.execute(
         "select task_id, baseline_type, metric_name, score, submission_sha256, task_spec_sha256, "
@@ -120,7 +121,7 @@ def test_baselines_table_is_imported_with_null_provenance(con, tmp_path: Path):
 
 
 def test_first_generation_database_imports_with_what_it_has(con, tmp_path: Path):
-    db = tb.first_generation_database(tmp_path / "old.sqlite", RUNS[:3])
+    db = tb.database(tmp_path / "old.sqlite", RUNS[:3], generation="9e850f7")
     assert len(tb.columns(db)) == 13
     report = import_tml_bench(con, db)
     assert (report.runs.new, report.runs.rejected) == (3, [])
@@ -146,7 +147,7 @@ def test_first_generation_database_imports_with_what_it_has(con, tmp_path: Path)
 
 
 def test_model_metadata_generation(con, tmp_path: Path):
-    db = tb.model_metadata_database(tmp_path / "mid.sqlite", RUNS[:4])
+    db = tb.database(tmp_path / "mid.sqlite", RUNS[:4], generation="b923c5e")
     assert "submission_sha256" not in tb.columns(db) and "model_id" in tb.columns(db)
     assert import_tml_bench(con, db).runs.new == 4
     q1 = raw_runs(con)["churn_q1"]
@@ -160,10 +161,10 @@ def test_model_metadata_generation(con, tmp_path: Path):
 
 def test_database_migrated_from_the_first_generation(con, tmp_path: Path):
     """Old rows keep NULLs in the columns the migrations appended; new rows fill them."""
-    db = tb.first_generation_database(tmp_path / "migrated.sqlite", RUNS[:2])
-    tb.current_database(db, RUNS[2:], baselines=False)  # ensure_db migrates, then inserts
+    db = tb.database(tmp_path / "migrated.sqlite", RUNS[:2], generation="9e850f7")
+    tb.database(db, RUNS[2:], baselines=False)  # ensure_db migrates, then inserts
     cols = tb.columns(db)
-    assert cols[:13] == tb.columns(tb.first_generation_database(tmp_path / "x.sqlite", []))
+    assert cols[:13] == tb.columns(tb.database(tmp_path / "x.sqlite", [], generation="9e850f7"))
     assert cols.index("runtime_seconds") > cols.index("git_dirty")  # appended, not in place
     report = import_tml_bench(con, db)
     assert (report.runs.new, report.runs.rejected) == (8, [])
@@ -183,7 +184,7 @@ def test_result_tree_matches_the_database_and_skips_workspaces(con, tmp_path: Pa
     from_json = raw_runs(con)
     assert source_fields(from_json["churn_a1"])["notes.kilo"]["duration_seconds"] == 101.5
     # the same runs from the database are unchanged: one content hash for both formats
-    db = tb.current_database(tmp_path / "results.sqlite", RUNS)
+    db = tb.database(tmp_path / "results.sqlite", RUNS)
     again = import_tml_bench(con, db)
     assert (again.runs.new, again.runs.unchanged, again.runs.rejected) == (0, 8, [])
 
@@ -203,7 +204,7 @@ def test_result_tree_matches_the_database_and_skips_workspaces(con, tmp_path: Pa
 
 
 def test_reimport_is_idempotent_and_a_changed_row_is_a_conflict(con, tmp_path: Path):
-    db = tb.current_database(tmp_path / "r.sqlite", RUNS)
+    db = tb.database(tmp_path / "r.sqlite", RUNS)
     import_tml_bench(con, db)
     again = import_tml_bench(con, db)
     assert (again.runs.new, again.runs.unchanged, again.rejected) == (0, 8, [])
@@ -225,7 +226,7 @@ def test_reimport_is_idempotent_and_a_changed_row_is_a_conflict(con, tmp_path: P
 
 
 def test_unknown_columns_and_fields_are_kept_and_reported_once(con, tmp_path: Path):
-    db = tb.current_database(tmp_path / "r.sqlite", RUNS[:3])
+    db = tb.database(tmp_path / "r.sqlite", RUNS[:3])
     sql = sqlite3.connect(db)
     sql.execute("alter table runs add column judge_notes text")
     sql.execute("update runs set judge_notes = 'looked fine' where run_id = 'churn_a1'")
@@ -250,7 +251,7 @@ def test_unknown_columns_and_fields_are_kept_and_reported_once(con, tmp_path: Pa
 
 
 def test_only_meaningless_rows_are_refused_each_by_name(con, tmp_path: Path):
-    db = tb.current_database(tmp_path / "r.sqlite", RUNS[:2], baselines=False)
+    db = tb.database(tmp_path / "r.sqlite", RUNS[:2], baselines=False)
     sql = sqlite3.connect(db)
     insert = "insert into runs (run_id, created_at, competition_id, status) values (?, ?, ?, ?)"
     sql.execute(insert, (None, "2026-02-01T10:00:00+00:00", tb.CHURN, "timeout"))
@@ -284,7 +285,7 @@ def test_success_without_a_usable_score_or_metric_is_refused(con, tmp_path: Path
         tb.result("no_score", f"2026-02-01T10:00:00{PT}", score=None),
         tb.result("odd_metric", f"2026-02-01T11:00:00{PT}"),
     ]
-    db = tb.current_database(tmp_path / "r.sqlite", [*bad, RUNS[0]], baselines=False)
+    db = tb.database(tmp_path / "r.sqlite", [*bad, RUNS[0]], baselines=False)
     sql = sqlite3.connect(db)
     sql.execute("update runs set metric_name = 'quadratic_kappa' where run_id = 'odd_metric'")
     sql.execute("update runs set budget_time_seconds = 'ten' where run_id = 'churn_a1'")
@@ -299,9 +300,9 @@ def test_success_without_a_usable_score_or_metric_is_refused(con, tmp_path: Path
 
 
 def test_later_import_of_an_older_run_renumbers_attempts(con, tmp_path: Path):
-    import_tml_bench(con, tb.current_database(tmp_path / "a.sqlite", RUNS[:3]))
+    import_tml_bench(con, tb.database(tmp_path / "a.sqlite", RUNS[:3]))
     older = tb.result("churn_a0", f"2026-01-31T10:00:00{PT}", score=0.5)
-    assert import_tml_bench(con, tb.current_database(tmp_path / "b.sqlite", [older])).runs.new
+    assert import_tml_bench(con, tb.database(tmp_path / "b.sqlite", [older])).runs.new
     got = raw_runs(con)
     order = [got[r]["attempt_index"] for r in ("churn_a0", "churn_a2", "churn_a1", "churn_a3")]
     assert order == [0, 1, 2, 3]
@@ -312,7 +313,7 @@ def test_imported_agents_do_not_replace_spec_agents(con, tmp_path: Path):
         "insert into raw.agents (agent_id, kind, title, source, loaded_at) "
         f"values ('{tb.GLM[1]}', 'llm', 'from spec', 'spec', now())"
     )
-    import_tml_bench(con, tb.current_database(tmp_path / "a.sqlite", RUNS[:2]))
+    import_tml_bench(con, tb.database(tmp_path / "a.sqlite", RUNS[:2]))
     assert con.execute(
         "select source, title from raw.agents where agent_id = ?", [tb.GLM[1]]
     ).fetchone() == ("spec", "from spec")
@@ -338,10 +339,38 @@ def test_not_a_tml_bench_source(con, tmp_path: Path):
     assert con.execute("select count(*) from raw.runs").fetchone() == (0,)
 
 
-def test_original_code_reads_back_what_it_wrote(tmp_path: Path):
-    """The vendored code is the original's: its own reader accepts the fixtures."""
-    db = tb.current_database(tmp_path / "r.sqlite", RUNS)
-    assert {r["run_id"] for r in current_db.fetch_runs(db)} == {r.run_id for r in RUNS}
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_every_generation_imports_with_what_it_has(con, tmp_path: Path, generation: str):
+    """Each column the generation has lands where the mapping says; what it lacks stays NULL."""
+    db = tb.database(tmp_path / "r.sqlite", RUNS, generation=generation)
+    has = {c.name for c in run_columns(generation)}
+    assert set(tb.columns(db)) == has
+    report = import_tml_bench(con, db)
+    assert (report.runs.new, report.runs.rejected) == (len(RUNS), [])
+    assert report.baselines.new == (2 if "baselines" in tables(db) else 0)
+    q1 = raw_runs(con)["churn_q1"]
+    # the original's column → (what it became, its value when written, when the column is missing)
+    landed = {
+        "budget_time_seconds": (q1["budget_seconds"], 240, None),
+        "model_id": (q1["agent_id"], tb.QWEN[1], "unknown"),
+        "submission_sha256": (q1["submission_sha256"], tb.sha("bytes predictions of churn_q1 churn_q1"), None),
+        "spec_sha256": (q1["task_spec_sha256"], tb.sha(f"spec {tb.CHURN}"), None),
+        "prompt_profile": (q1["instruction_profile"], "budget-aware", None),
+        "seed": (q1["seed"], 7, None),
+        "prompt_strategy": (source_fields(q1).get("prompt_strategy"), "profiled1", None),
+    }  # fmt: skip
+    for column, (got, written, missing) in landed.items():
+        assert got == (written if column in has else missing), column
+
+
+def tables(db: Path) -> set[str]:
+    con = sqlite3.connect(db)
+    try:
+        return {
+            row[0] for row in con.execute("select name from sqlite_master where type = 'table'")
+        }
+    finally:
+        con.close()
 
 
 def test_marts_build_on_imported_runs_of_every_generation(tmp_path: Path):
@@ -356,11 +385,11 @@ def test_marts_build_on_imported_runs_of_every_generation(tmp_path: Path):
         for i, s in enumerate(values)
     ]
     runs.append(tb.result("fail_1", f"2026-02-01T09:00:00{PT}", status="timeout"))
-    old = tb.first_generation_database(tmp_path / "old.sqlite", [RUNS[0]])
+    old = tb.database(tmp_path / "old.sqlite", [RUNS[0]], generation="9e850f7")
     path = tmp_path / "wh.duckdb"
     con = connect(path)
     apply_ddl(con)
-    report = import_tml_bench(con, tb.current_database(tmp_path / "r.sqlite", runs), old)
+    report = import_tml_bench(con, tb.database(tmp_path / "r.sqlite", runs), old)
     con.close()
     assert (report.runs.new, report.rejected) == (13, [])
 

@@ -12,8 +12,8 @@ from runner.attempts.records import RunRecord
 from runner.config import REPO_ROOT, Paths
 from runner.errors import TmlbenchError
 from runner.specs.registry import list_agents
-from tests.support.records import make_record as rec
 from tests.support.run_folders import write, write_raw
+from tools.records import make_record as rec
 from warehouse import loader
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.loader import Candidate, LoadReport, SpecReport, ingest, load_runs, load_specs

@@ -42,8 +42,8 @@ from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from runner.tasks.metrics import get_metric
 from tests.support.attempts import attempt
-from tests.support.dbt_warehouse import count_every_setting
 from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
+from tools.dbt_warehouse import count_every_setting
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.agents.llm.client import CallFailed, ChatClient, OutOfTime
-from tests.support.servers import free_port
+from tools.servers import free_port
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 COMPLETION = {

@@ -1,18 +1,13 @@
-"""The original TML-bench harness's own code for writing results, vendored unchanged.
+"""The original TML-bench harness's own code, vendored unchanged.
 
-From MykolaPinchuk/TML-bench (MIT licence, LICENSE.md here), ``orchestrator/``:
-
-* ``result.py`` and ``db.py`` at 87c69fbc4c64d847856bea09220540cfc9b8914d (the current
-  generation: ``RunResult``, ``make_result``, ``write_result_json``; ``ensure_db`` with its
-  migrations and the ``baselines`` table; ``insert_run``, ``insert_baseline``);
-* ``db_9e850f7.py``: ``db.py`` at 9e850f73ca75f836f2eadf32a34f64d4ed0f6e74, the first
-  generation (13 columns, no budget, model or provenance);
-* ``db_b923c5e.py``: ``db.py`` at b923c5e5fb61a5b0b5f1a30fa8b90bf2de304700 (budget and model
-  metadata, no submission hashes or provenance yet).
-
-The only change is ``from orchestrator.result`` → ``from .result``. The importer's tests write
-databases and result.json trees with this code, so they test against the format as the
-original writes it rather than a description of it.
+From MykolaPinchuk/TML-bench (MIT licence, LICENSE.md here), ``orchestrator/result.py`` at
+87c69fbc4c64d847856bea09220540cfc9b8914d: ``RunResult``, ``make_result``,
+``write_result_json``. The importer's tests build runs as this ``RunResult`` and write
+result.json trees with this code, so they test against the format as the original writes it
+rather than a description of it. Its results database is written by
+tests/support/tml_bench_db.py, one writer for every generation of ``orchestrator/db.py``'s
+schema, which replaced the vendored ``db.py`` copies of three generations (its docstring says
+how it was checked against each commit's own ``db.py``).
 
 From ``scripts/`` at the same commit, whole (plotting included), the paper's render scripts
 and the two they take their constants from:

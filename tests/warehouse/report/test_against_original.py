@@ -1,7 +1,7 @@
 """The report's numbers equal what the original TML-bench's own render scripts compute from the same
 results database, to 1e-9.
 
-The database is the paper's design written by the original's own code
+The database is the paper's design written as the original's code writes it
 (tests/support/paper_results.py: four competitions, three budgets with their profiles, four
 complete models and one incomplete, 5 counted runs per cell, failures of every kind, later
 successes that do not count, ties, non-monotone scaling). It is imported with

@@ -12,11 +12,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
+from typing import TYPE_CHECKING
 
 from runner.config import REPO_ROOT
-from tests.support.servers import free_port, stop
+from tools.servers import free_port, stop
+
+if TYPE_CHECKING:  # Playwright is imported by the browser's users, not by starting a server
+    from playwright.sync_api import Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -31,6 +33,12 @@ APP = REPO_ROOT / "app" / "streamlit_app.py"
 STARTUP_TIMEOUT = 60.0
 RENDER_TIMEOUT_MS = 60_000
 BIN = Path(sys.executable).parent
+
+
+class StreamlitServerError(AssertionError):
+    """The server exited or never became healthy (the message holds its log). An AssertionError,
+    so a test that starts it fails rather than errors, without this module importing pytest (the
+    benchmarks use it too)."""
 
 
 @contextlib.contextmanager
@@ -65,7 +73,9 @@ def streamlit_server(app: Path, snapshot: Path, log_path: Path) -> Iterator[str]
             while True:
                 if proc.poll() is not None:
                     log.seek(0)
-                    pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read().decode()}")
+                    raise StreamlitServerError(
+                        f"streamlit exited with {proc.returncode}:\n{log.read().decode()}"
+                    )
                 try:
                     with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as response:
                         if response.status == 200:
@@ -74,7 +84,7 @@ def streamlit_server(app: Path, snapshot: Path, log_path: Path) -> Iterator[str]
                     pass
                 if time.monotonic() > deadline:
                     log.seek(0)
-                    pytest.fail(
+                    raise StreamlitServerError(
                         f"no /_stcore/health after {STARTUP_TIMEOUT}s:\n{log.read().decode()}"
                     )
                 time.sleep(0.25)
@@ -83,7 +93,7 @@ def streamlit_server(app: Path, snapshot: Path, log_path: Path) -> Iterator[str]
             stop(proc)
 
 
-def wait_until_idle(page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
+def wait_until_idle(page: Page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
     """Wait until the app has rendered and its script run has finished."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_function(

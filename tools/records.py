@@ -24,7 +24,7 @@ def make_record(
     """A valid record created ``minute`` minutes after T0; ``score`` only counts for successes."""
     success = status == "success"
     hib = None if score is None else (score if direction == "maximize" else -score)
-    fields = dict(
+    fields: dict[str, Any] = dict(
         run_id=run_id or f"{agent}__{task}__{budget}s__standard__a{int(minute):02d}",
         created_at=T0 + dt.timedelta(minutes=minute),
         agent_id=agent,

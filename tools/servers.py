@@ -1,4 +1,5 @@
-"""Starting and stopping real servers in tests: a free loopback port, a clean process-group stop."""
+"""Starting and stopping real servers in tests and benchmarks: a free loopback port, a clean
+process-group stop."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import signal
 import socket
 import subprocess
 import time
+from typing import Any
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def group_alive(pgid: int) -> bool:
@@ -24,7 +27,7 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def stop(proc: subprocess.Popen, grace: float = 5) -> None:
+def stop(proc: subprocess.Popen[Any], grace: float = 5) -> None:
     """SIGTERM the whole process group, give it ``grace`` seconds, then SIGKILL what is left.
 
     The server must have been started with ``start_new_session=True`` (its own group).
@@ -42,4 +45,4 @@ def stop(proc: subprocess.Popen, grace: float = 5) -> None:
     deadline = time.monotonic() + 2  # SIGKILLed members still need reaping
     while group_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not group_alive(proc.pid), f"{proc.args[0]}: process group survived SIGKILL"
+    assert not group_alive(proc.pid), f"{proc.args!r}: process group survived SIGKILL"

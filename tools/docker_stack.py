@@ -53,7 +53,9 @@ FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 LOCK = Path("/run/tmlbench-docker-stack.lock")
 
 
-def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+def docker(
+    *args: str, timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["docker", *args], capture_output=True, text=True, timeout=timeout, check=check
     )
@@ -133,8 +135,8 @@ class DagsterApi:
             except (
                 urllib.error.HTTPError
             ) as exc:  # it answered: a bad query is not a reason to wait
-                body = exc.read().decode("utf-8", "replace")[-2000:]
-                raise RuntimeError(f"GraphQL request failed: HTTP {exc.code}: {body}") from exc
+                said = exc.read().decode("utf-8", "replace")[-2000:]
+                raise RuntimeError(f"GraphQL request failed: HTTP {exc.code}: {said}") from exc
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
                     raise
@@ -328,7 +330,7 @@ class DockerStack(DagsterApi):
             "TMLBENCH_UI_PORT": str(self.port),
         }
 
-    def compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    def compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         command = compose_command()
         assert command is not None, "no docker compose"
         files = ["-f", str(COMPOSE_FILE)]
@@ -442,7 +444,8 @@ class DockerStack(DagsterApi):
         return docker(*args, *(["-a"] if all_states else [])).stdout.split()
 
     def inspect(self, container: str) -> dict[str, Any]:
-        return json.loads(docker("inspect", container).stdout)[0]
+        found: dict[str, Any] = json.loads(docker("inspect", container).stdout)[0]
+        return found
 
     def logs(self, containers: Iterable[str] = SERVICES[1:], tail: int = 40) -> str:
         out = []

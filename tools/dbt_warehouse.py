@@ -12,7 +12,7 @@ import duckdb
 import pandas as pd
 
 from runner.attempts.records import RunRecord
-from tests.support.records import T0
+from tools.records import T0
 
 DEFAULT_SUITE = "test"  # the suite of a record that names none
 

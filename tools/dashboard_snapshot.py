@@ -6,17 +6,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
-from runner.attempts.records import write_record
-from tests.support.dbt_warehouse import (
+from runner.attempts.records import RunRecord, write_record
+from tools.dbt_warehouse import (
     count_every_setting,
     insert_agents,
     insert_suites,
     insert_tasks,
 )
-from tests.support.records import T0, make_record
+from tools.records import T0, make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts
@@ -43,7 +44,7 @@ SAME_ANSWER = {
 }
 
 
-def _fingerprint(record):
+def _fingerprint(record: RunRecord) -> RunRecord:
     """A success's canonical fingerprint: its own, or the answer it repeats (SAME_ANSWER)."""
     if record.status != "success":
         return record
@@ -54,9 +55,9 @@ def _fingerprint(record):
     )
 
 
-def snapshot_records():
+def snapshot_records() -> list[RunRecord]:
     """The hand-made records the snapshot is built from (alpha, beta, gamma on t1–t3)."""
-    records = []
+    records: list[RunRecord] = []
     for agent, edge in (("alpha", 0.1), ("beta", 0.0)):
         for task, direction in TASKS.items():
             for budget in BUDGETS:
@@ -64,7 +65,7 @@ def snapshot_records():
                     base = 0.5 + budget / 10000 + minute / 1000
                     # t2 is an rmse: beta's is lower (better)
                     score = 1.0 - base + 2 * edge if task == "t2" else base + edge
-                    cost = (
+                    cost: dict[str, Any] = (
                         {"tokens_in": 1000, "tokens_out": 100, "cost_usd": ALPHA_COST}
                         if agent == "alpha"
                         else {}
@@ -105,7 +106,7 @@ def snapshot_records():
     return [_fingerprint(r) for r in records]
 
 
-def other_suite_records():
+def other_suite_records() -> list[RunRecord]:
     """Suite other's folder: gamma on t1 at 60 s again, under the same run ids as in the demo's
     folder (each suite's own runs), with a score no demo mart may show."""
     return [
@@ -118,6 +119,7 @@ def build_snapshot(root: Path) -> Path:
     """Write records, load them, build the marts (few bootstrap replicates), publish."""
     runs_dir = root / "runs"
     for record in (*snapshot_records(), *other_suite_records()):
+        assert record.suite_id is not None  # every hand-made record here names its suite
         run_dir = runs_dir / record.suite_id / record.run_id  # each suite's folder
         run_dir.mkdir(parents=True)
         write_record(run_dir, record)

@@ -23,9 +23,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runner.config import REPO_ROOT
-from tests.support.servers import free_port, stop
+from tools.servers import free_port, stop
 
 MODULE = "orchestration.definitions"
 BIN = Path(sys.executable).parent
@@ -99,7 +100,7 @@ class DagsterUIError(AssertionError):
     """The server answered, but not as the UI expects (the message says what it answered)."""
 
 
-def graphql(base: str, query: str, variables: Mapping[str, object] | None = None) -> dict:
+def graphql(base: str, query: str, variables: Mapping[str, object] | None = None) -> dict[str, Any]:
     """One GraphQL request to the webserver at ``base``, as the UI makes it; errors raise."""
     request = urllib.request.Request(
         f"{base}/graphql",
@@ -110,7 +111,8 @@ def graphql(base: str, query: str, variables: Mapping[str, object] | None = None
         body = json.loads(response.read())
     if body.get("errors"):
         raise DagsterUIError(f"GraphQL errors: {body['errors']}")
-    return body["data"]
+    data: dict[str, Any] = body["data"]
+    return data
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ class DagsterUI:
     home: Path  # its DAGSTER_HOME
     log: Path  # `dagster dev`'s output (webserver, daemon, runs)
 
-    def graphql(self, query: str, variables: Mapping[str, object] | None = None) -> dict:
+    def graphql(self, query: str, variables: Mapping[str, object] | None = None) -> dict[str, Any]:
         return graphql(self.base, query, variables)
 
     def materialize_partition(self, asset_key: list[str], partition: str) -> str:
@@ -165,15 +167,15 @@ class DagsterUI:
         launched = self.graphql(LAUNCH, {"executionParams": params})["launchPipelineExecution"]
         if launched["__typename"] != "LaunchRunSuccess":
             raise DagsterUIError(f"launch of {'/'.join(asset_key)} [{partition}]: {launched}")
-        return launched["run"]["id"]
+        return str(launched["run"]["id"])
 
-    def run(self, run_id: str) -> dict:
-        found = self.graphql(RUN, {"id": run_id})["runOrError"]
+    def run(self, run_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.graphql(RUN, {"id": run_id})["runOrError"]
         if found["__typename"] != "Run":
             raise DagsterUIError(f"run {run_id}: {found}")
         return found
 
-    def wait_for_run(self, run_id: str, timeout: float) -> dict:
+    def wait_for_run(self, run_id: str, timeout: float) -> dict[str, Any]:
         """The run once it has finished (whatever its status); DagsterUIError after ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -233,7 +235,7 @@ def running_dagster(tmp: Path, env: Mapping[str, str]) -> Iterator[DagsterUI]:
             stop(proc, grace=15)
 
 
-def _wait_until_loaded(ui: DagsterUI, proc: subprocess.Popen) -> None:
+def _wait_until_loaded(ui: DagsterUI, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while True:
         if proc.poll() is not None:
