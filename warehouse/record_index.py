@@ -38,7 +38,7 @@ def stat_columns(stats: Sequence[os.stat_result]) -> dict[str, pa.Array]:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToRead:
     """A scanned file the index does not know unchanged, and the (sha256, run_id) its index row
     has (None when it has none): the same bytes read again only refresh that row."""
