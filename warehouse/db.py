@@ -158,3 +158,13 @@ def one_row(con: duckdb.DuckDBPyConnection, query: str) -> tuple[Any, ...]:
     if row is None:
         raise RuntimeError(f"no row from a query that always returns one: {query}")
     return row
+
+
+def content_version(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """A fingerprint of a raw table's content (every column but ``loaded_at``, where it has one):
+    the same rows give the same value, whenever and however they were loaded. Dagster's data
+    version."""
+    count, digest = con.execute(
+        f"select count(*), bit_xor(hash(*columns(c -> c != 'loaded_at'))) from {table}"
+    ).fetchone() or (0, None)
+    return f"{count}-{digest or 0:016x}"

@@ -2,7 +2,7 @@
 
 A load compares every ``record.json`` a scan finds with ``raw.record_files``, the index of the
 files already loaded (path, size, mtime, ctime, inode, content hash): only files that are new or
-whose stat changed are read (see ``warehouse.loader``). The scan is one ``lstat`` per run folder.
+whose stat changed are read (``warehouse.record_index``). The scan is one ``lstat`` per run folder.
 
 Records are written by the harness, but a run folder also holds what an agent left behind, so
 files are read as untrusted input: never through a symbolic link, only regular files, at most

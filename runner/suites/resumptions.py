@@ -96,7 +96,7 @@ def _read_log(path: Path) -> str | None:
 
 def parse_resumption(line: str) -> Resumption:
     """One line of the log, as ``Resumption.to_json`` wrote it; ValueError (saying what is wrong)
-    for anything else. The runner and the warehouse (``warehouse.loader``) both read the log
+    for anything else. The runner and the warehouse (``warehouse.resumptions``) both read the log
     through this, so the marts forgive exactly the faults the runner's ceilings do."""
     try:
         entry = json.loads(line)

@@ -14,13 +14,13 @@ import pytest
 
 from runner.attempts.records import RunRecord
 from tools.records import make_record
-from warehouse import loader
+from warehouse import loader, parse
 from warehouse.bulk_records import COLUMN_TYPES, bulk_parse, field_rules
 
 
 @pytest.fixture
 def columns(con) -> dict[str, str]:
-    return loader._run_columns(con)
+    return parse.run_columns(con)
 
 
 def full_record() -> RunRecord:
@@ -59,7 +59,7 @@ def test_every_field_has_a_rule_and_a_column_of_its_kind(columns):
 def test_a_column_of_another_type_is_a_clear_error(con):
     con.execute("alter table raw.runs alter column pids_limit type varchar")
     with pytest.raises(Exception, match=r"pids_limit \(integer\) is VARCHAR"):
-        loader._run_columns(con)
+        parse.run_columns(con)
 
 
 def canonical(record: RunRecord) -> bytes:
@@ -135,18 +135,18 @@ def expected_row(data: bytes, columns: dict[str, str]) -> dict[str, Any] | None:
         record = RunRecord.model_validate_json(data)
     except ValueError:
         return None
-    if loader._constraint_problem(record, loader._int_checks(columns)):
+    if parse.constraint_problem(record, parse.int_checks(columns)):
         return None
-    rows = loader._model_rows(
-        [loader.Candidate(record, "p", "h")], loader._record_schema(columns)
+    rows = parse.model_rows(
+        [parse.Candidate(record, "p", "h")], parse.record_schema(columns)
     ).to_pylist()
     return rows[0]
 
 
 def test_bulk_accepts_only_what_pydantic_accepts_with_the_same_values(con, columns):
     docs = odd_documents()
-    accepted = bulk_parse(docs, loader.RULES, columns)
-    rows = accepted.drop_columns(["i"]).cast(loader._record_schema(columns)).to_pylist()
+    accepted = bulk_parse(docs, parse.RULES, columns)
+    rows = accepted.drop_columns(["i"]).cast(parse.record_schema(columns)).to_pylist()
     by_position = dict(zip(accepted.column("i").to_pylist(), rows, strict=True))
     expected = [expected_row(d, columns) for d in docs]
     for i, row in by_position.items():
@@ -172,7 +172,7 @@ def test_a_bulk_parse_that_fails_leaves_every_file_to_pydantic(con, tmp_path, mo
     def broken(*args: Any) -> pa.Table:
         raise pa.ArrowInvalid("a parser bug")
 
-    monkeypatch.setattr(loader, "bulk_parse", broken)
+    monkeypatch.setattr(parse, "bulk_parse", broken)
     report = loader.load_runs(con, runs)
     assert (report.new, report.unchanged, report.parsed) == (3, 0, 4)
     [(path, message)] = report.rejected
@@ -226,7 +226,7 @@ def test_a_bad_file_is_rejected_with_the_message_it_always_had(con, tmp_path, mo
         def broken(*args: Any) -> pa.Table:
             raise pa.ArrowInvalid("a parser bug")
 
-        monkeypatch.setattr(loader, "bulk_parse", broken)
+        monkeypatch.setattr(parse, "bulk_parse", broken)
     report = loader.load_runs(con, runs)
     assert (report.new, report.unchanged) == (3, 0)
     by_name = {Path(p).parent.name: m for p, m in report.rejected}

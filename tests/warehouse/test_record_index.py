@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.run_folders import write, write_raw
 from tools.records import make_record as rec
-from warehouse import loader, record_files
+from warehouse import loader, parse, record_files
 from warehouse.loader import LoadReport, load_runs
 
 
@@ -191,7 +191,7 @@ class ParseSpy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.bulk: list[bytes] = []
         self.pydantic: list[bytes] = []
-        real_bulk, real_validate = loader.bulk_parse, loader.RunRecord.model_validate_json
+        real_bulk, real_validate = parse.bulk_parse, parse.RunRecord.model_validate_json
 
         def bulk(docs, *args):
             self.bulk += docs
@@ -201,8 +201,8 @@ class ParseSpy:
             self.pydantic.append(data)
             return real_validate(data, *args, **kwargs)
 
-        monkeypatch.setattr(loader, "bulk_parse", bulk)
-        monkeypatch.setattr(loader.RunRecord, "model_validate_json", validate)
+        monkeypatch.setattr(parse, "bulk_parse", bulk)
+        monkeypatch.setattr(parse.RunRecord, "model_validate_json", validate)
 
 
 def test_an_unchanged_file_is_never_parsed_even_if_it_no_longer_parses(

@@ -14,7 +14,7 @@ from runner.errors import TmlbenchError
 from runner.specs.registry import list_agents
 from tests.support.run_folders import write, write_raw
 from tools.records import make_record as rec
-from warehouse import loader
+from warehouse import loader, parse
 from warehouse.db import apply_ddl, connect, warehouse_path
 from warehouse.loader import Candidate, LoadReport, SpecReport, ingest, load_runs, load_specs
 
@@ -130,7 +130,7 @@ def test_every_field_lands_in_its_column(con, tmp_path: Path):
     assert row["source_path"] == str(path.resolve())
     assert row["record_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert row["loaded_at"] is not None
-    assert set(row) == set(RunRecord.model_fields) | set(loader.BOOKKEEPING)
+    assert set(row) == set(RunRecord.model_fields) | set(parse.BOOKKEEPING)
 
 
 def test_malformed_records_are_rejected_by_name_and_the_rest_load(con, tmp_path: Path):
