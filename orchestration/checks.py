@@ -5,9 +5,9 @@ import dagster as dg
 from orchestration.resources import BenchConfig
 from orchestration.suites import SuiteFile
 from runner.audit import coverage_gaps, manifest_drift, private_references
-from runner.prepare import prepared_task
-from runner.records import RunRecord, load_records
-from runner.settings import SuiteLayout, suite_settings
+from runner.prepared import prepared_task
+from runner.settings import suite_settings
+from runner.suite_runs import suite_records
 
 
 def build_checks(
@@ -21,7 +21,7 @@ def build_checks(
         suite, paths = bench.suite(suite_id), bench.paths()
         layout = bench.layout(suite)
         settings = suite_settings(suite, paths)
-        gaps = coverage_gaps(settings, _suite_records(layout), suite.attempts)
+        gaps = coverage_gaps(settings, suite_records(layout), suite.attempts)
         return dg.AssetCheckResult(
             passed=not gaps,
             severity=dg.AssetCheckSeverity.WARN,
@@ -38,7 +38,7 @@ def build_checks(
     )
     def no_private_paths_in_records(bench: BenchConfig) -> dg.AssetCheckResult:
         layout = bench.layout(bench.suite(suite_id))
-        records = _suite_records(layout)
+        records = suite_records(layout)
         problems = private_references(records)
         return dg.AssetCheckResult(
             passed=not problems, metadata={"records": len(records), "problems": problems[:20]}
@@ -50,15 +50,10 @@ def build_checks(
     )
     def manifests_unchanged_under_runs(bench: BenchConfig) -> dg.AssetCheckResult:
         layout = bench.layout(bench.suite(suite_id))
-        records = _suite_records(layout)
+        records = suite_records(layout)
         drift = manifest_drift(records, lambda task_id: prepared_task(layout.data_dir, task_id))
         return dg.AssetCheckResult(
             passed=not drift, metadata={"records": len(records), "drift": drift[:20]}
         )
 
     return [suite_coverage_complete, no_private_paths_in_records, manifests_unchanged_under_runs]
-
-
-def _suite_records(layout: SuiteLayout) -> list[RunRecord]:
-    runs_dir = layout.runs_dir
-    return load_records(runs_dir) if runs_dir.is_dir() else []
