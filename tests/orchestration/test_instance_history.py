@@ -61,7 +61,9 @@ def test_the_settings_run_since_the_last_load_started(monkeypatch: pytest.Monkey
             "tiny": ["b|t1|30"]
         }
         run = instance.get_run_record_by_id(first)
-        assert run is not None and last_materialization_started(instance, RAW_RUNS) == run.start_time
+        assert (
+            run is not None and last_materialization_started(instance, RAW_RUNS) == run.start_time
+        )
 
         load(instance)
         assert settings_run_since_last_load(instance, RAW_RUNS, [TINY_RUNS]) is None  # nothing new

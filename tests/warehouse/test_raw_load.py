@@ -52,7 +52,9 @@ def test_a_load_of_every_record_reports_every_raw_table(con, tiny: Paths):
     assert set(load.rows) == set(load.versions) == set(RAW_TABLES)
     assert load.rows["raw.runs"] == 4 and load.rows["raw.suites"] >= 1
     assert load.status_problems == [] and load.warnings() == []
-    assert load.summary() == "raw load (every record): 4 new, 0 unchanged, 0 rejected, 4 files parsed"
+    assert (
+        load.summary() == "raw load (every record): 4 new, 0 unchanged, 0 rejected, 4 files parsed"
+    )
     again = load_raw(con, tiny, LoadScope())
     assert (again.runs.new, again.runs.unchanged) == (0, 4)
     assert again.versions == load.versions  # the same rows, the same versions
