@@ -98,14 +98,7 @@ def _agent_runs_asset(
         # a broken spec file, a sandbox backend that cannot work here, a run refused (a fault
         # every attempt would hit: no attempt started), unknown settings: named, nothing ran
         with failures_named():
-            runner = Bench(
-                bench.suite(suite_id),
-                bench.paths(),
-                sandbox.sandbox(),
-                concurrency=bench.concurrency,
-                allow_unsafe=sandbox.allow_unsafe,
-                remedies=DagsterRemedies(suite_file),
-            )
+            runner = _bench(suite_file, bench, sandbox)
             if config.resume_stopped:
                 for resumed in runner.resume(keys, by=f"dagster run {context.run.run_id}"):
                     context.log.info(
@@ -130,3 +123,16 @@ def _agent_runs_asset(
         return dg.MaterializeResult()
 
     return agent_runs
+
+
+def _bench(suite_file: SuiteFile, bench: BenchConfig, sandbox: SandboxBackend) -> Bench:
+    """The suite as its file says now, its attempts in the sandbox resource's backend, its
+    refusals worded in the UI's terms."""
+    return Bench(
+        bench.suite(suite_file.stem),
+        bench.paths(),
+        sandbox.sandbox(),
+        concurrency=bench.concurrency,
+        allow_unsafe=sandbox.allow_unsafe,
+        remedies=DagsterRemedies(suite_file),
+    )
