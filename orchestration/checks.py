@@ -4,12 +4,11 @@ import dagster as dg
 
 from orchestration.resources import BenchConfig
 from orchestration.suites import SuiteFile
-from runner.attempts import RunRecord, load_records
 from runner.suites import (
-    SuiteLayout,
     coverage_gaps,
     manifest_drift,
     private_references,
+    suite_records,
     suite_settings,
 )
 from runner.tasks import prepared_task
@@ -26,7 +25,7 @@ def build_checks(
         suite, paths = bench.suite(suite_id), bench.paths()
         layout = bench.layout(suite)
         settings = suite_settings(suite, paths)
-        gaps = coverage_gaps(settings, _suite_records(layout), suite.attempts)
+        gaps = coverage_gaps(settings, suite_records(layout), suite.attempts)
         return dg.AssetCheckResult(
             passed=not gaps,
             severity=dg.AssetCheckSeverity.WARN,
@@ -43,7 +42,7 @@ def build_checks(
     )
     def no_private_paths_in_records(bench: BenchConfig) -> dg.AssetCheckResult:
         layout = bench.layout(bench.suite(suite_id))
-        records = _suite_records(layout)
+        records = suite_records(layout)
         problems = private_references(records)
         return dg.AssetCheckResult(
             passed=not problems, metadata={"records": len(records), "problems": problems[:20]}
@@ -55,15 +54,10 @@ def build_checks(
     )
     def manifests_unchanged_under_runs(bench: BenchConfig) -> dg.AssetCheckResult:
         layout = bench.layout(bench.suite(suite_id))
-        records = _suite_records(layout)
+        records = suite_records(layout)
         drift = manifest_drift(records, lambda task_id: prepared_task(layout.data_dir, task_id))
         return dg.AssetCheckResult(
             passed=not drift, metadata={"records": len(records), "drift": drift[:20]}
         )
 
     return [suite_coverage_complete, no_private_paths_in_records, manifests_unchanged_under_runs]
-
-
-def _suite_records(layout: SuiteLayout) -> list[RunRecord]:
-    runs_dir = layout.runs_dir
-    return load_records(runs_dir) if runs_dir.is_dir() else []

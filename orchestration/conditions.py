@@ -5,7 +5,7 @@ upstream."""
 import dagster as dg
 
 
-def on_new_data() -> dg.AutomationCondition:
+def on_new_data() -> dg.AutomationCondition[dg.AssetKey]:
     """``AutomationCondition.eager()``, but a dependency counts as updated only when its data
     version changed, or its code did (a raw load that found nothing new rebuilds nothing).
 
@@ -21,7 +21,9 @@ def on_new_data() -> dg.AutomationCondition:
     return (eager | dg.AutomationCondition.code_version_changed()).with_label("on_new_data")
 
 
-def on_new_agent_runs() -> dg.AutomationCondition[dg.AssetKey]:
+# Made of conditions Dagster types for assets or checks (any_deps_updated, newly_requested,
+# in_progress), so typed so too: the type parameter is invariant.
+def on_new_agent_runs() -> dg.AutomationCondition[dg.AssetKey | dg.AssetCheckKey]:
     """The raw load: as soon as any suite's ``agent_runs`` has a new materialization, once.
 
     Not ``eager()``: it waits while any partition of any dependency is missing or in progress,

@@ -16,24 +16,22 @@ from orchestration.assets.dbt import build_dbt_assets, mart_keys
 from orchestration.assets.report import reports
 from orchestration.assets.warehouse import RAW_RUNS, build_snapshot_asset, raw_warehouse
 from orchestration.checks import build_checks
-from orchestration.resources import default_resources
+from orchestration.resources import Resources, default_resources
 from orchestration.schedules import build_automation, build_automation_sensor
 from orchestration.sensors import build_suite_sensor
 from orchestration.suites import SuiteFile, suite_files
 from runner.config import Paths
 
 
-def build_defs(suites: Sequence[SuiteFile], resources: dict | None = None) -> dg.Definitions:
+def build_defs(suites: Sequence[SuiteFile], resources: Resources | None = None) -> dg.Definitions:
     assets: list[dg.AssetsDefinition] = []
     checks: list[dg.AssetChecksDefinition] = []
-    jobs, schedules = [], []
+    automation = []
     for suite in suites:
         prepared_tasks, agent_runs = build_benchmark_assets(suite)
-        job, schedule = build_automation(suite, agent_runs)
+        automation.append(build_automation(suite, agent_runs))
         assets += [prepared_tasks, agent_runs]
         checks += build_checks(suite, prepared_tasks, agent_runs)
-        jobs.append(job)
-        schedules.append(schedule)
     models = build_dbt_assets()
     every_suites_runs = [suite.agent_runs_key for suite in suites]
     raw = raw_warehouse.map_asset_specs(
@@ -44,8 +42,8 @@ def build_defs(suites: Sequence[SuiteFile], resources: dict | None = None) -> dg
     return dg.Definitions(
         assets=[*assets, raw, models, build_snapshot_asset(mart_keys(models)), reports],
         asset_checks=checks,
-        jobs=jobs,
-        schedules=schedules,
+        jobs=[job for job, _ in automation],
+        schedules=[schedule for _, schedule in automation],
         sensors=[build_suite_sensor(suites), build_automation_sensor()],
         resources=resources or default_resources(),
         # Every step of a run in the run's own process. The default (one process per step)

@@ -30,13 +30,15 @@ from pathlib import Path
 import dagster as dg
 from rich.console import Console
 
+from orchestration.instance_history import snapshot_built_from
 from orchestration.partitions import SuiteKeys
 from orchestration.progress import Counts, Phase, SuiteProgress
-from orchestration.resources import BenchConfig, DuckDBWarehouse, default_resources
+from orchestration.resources import BenchConfig, DuckDBWarehouse, Resources, default_resources
 from orchestration.schedules import partition_range_tags
 from orchestration.sensors import problems_message, sync_suite
 from orchestration.suites import SuiteFile, scan_specs
 from runner.errors import SpecError
+from warehouse.marts_inputs import has_marts, marts_inputs_version
 
 # The log file gets every event (DEBUG); a person reads the bars and the summary.
 RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "DEBUG"}}, "progress": {}}}
@@ -92,7 +94,7 @@ def suite_steps(suite: SuiteFile, keys: SuiteKeys) -> list[Step]:
 
 def materialize_suite(
     suite_id: str,
-    resources: dict | None = None,
+    resources: Resources | None = None,
     instance: dg.DagsterInstance | None = None,
     progress: SuiteProgress | None = None,
 ) -> list[dg.ExecuteInProcessResult]:
@@ -106,7 +108,7 @@ def materialize_suite(
     from orchestration.definitions import build_defs
 
     resources = resources or default_resources()
-    bench: BenchConfig = resources["bench"]
+    bench = resources["bench"]
     suite = SuiteFile(suite_id)
     scan = scan_specs(bench.paths(), [suite_id])
     if suite_id not in scan.keys:
@@ -166,23 +168,15 @@ def marts_current(warehouse: DuckDBWarehouse, instance: dg.DagsterInstance) -> b
     that history (a throwaway one, a first run) says no.
     """
     from orchestration.assets.report import REPORTS
-    from orchestration.assets.warehouse import SNAPSHOT, marts_inputs_version
+    from orchestration.assets.warehouse import SNAPSHOT
 
     if not warehouse.snapshot_file().is_file():
         return False
-    event = instance.get_latest_materialization_event(SNAPSHOT)
-    built = event.asset_materialization if event else None
-    recorded = built.metadata.get("built_from") if built else None
-    if event is None or recorded is None:
-        return False
-    reported = instance.get_latest_materialization_event(REPORTS)
-    if reported is None or reported.timestamp < event.timestamp:
+    built_from = snapshot_built_from(instance, SNAPSHOT, REPORTS)
+    if built_from is None:
         return False
     with warehouse.connection(read_only=True) as con:
-        has_marts = con.execute(
-            "select count(*) from information_schema.tables where table_schema = 'marts'"
-        ).fetchone()
-        return bool(has_marts and has_marts[0]) and recorded.value == marts_inputs_version(con)
+        return has_marts(con) and built_from == marts_inputs_version(con)
 
 
 def _execute(
@@ -261,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         _frozen_heap()
         with SuiteProgress(console) as progress:
             results = materialize_suite(args.suite, resources, instance, progress)
-        warehouse: DuckDBWarehouse = resources["warehouse"]
+        warehouse = resources["warehouse"]
         ok = all(r.success for r in results)
         published = (
             [

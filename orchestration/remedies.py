@@ -2,9 +2,12 @@
 
 The runner finds the faults (``runner.suites.preflight``) and words their fixes as ``tmlbench``
 commands; a run launched from Dagster names the asset to materialize or the launch config to
-set instead, where there is one.
+set instead, where there is one. A tmlbench error an asset meets fails its step with the
+error's own words (``failures_named``).
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
@@ -12,7 +15,8 @@ from pydantic import Field
 
 from orchestration.partitions import settings_partition_key
 from orchestration.suites import SuiteFile
-from runner.suites import Fault, Setting, parse_setting_key
+from runner.errors import TmlbenchError
+from runner.suites import Fault, RunRefused, Setting, parse_setting_key
 
 
 class AgentRunsConfig(dg.Config):
@@ -75,3 +79,24 @@ class DagsterRemedies:
     def setting_name(self, key: str) -> str:
         """The setting's ``agent_runs`` partition, as the UI lists it."""
         return f"partition {settings_partition_key(*parse_setting_key(key))}"
+
+
+@contextmanager
+def failures_named() -> Iterator[None]:
+    """A tmlbench error (a broken spec file, an unknown setting, a refused run) as the step's
+    failure, with its message as it is: the UI shows it as the step's error, not a traceback.
+    A refused run (a fault every attempt would hit: no attempt started) lists its settings'
+    partitions in the failure's ``refused_settings``."""
+    try:
+        yield
+    except RunRefused as exc:
+        raise dg.Failure(  # from None: its cause would repeat the message under a traceback
+            description=str(exc),
+            metadata={
+                "refused_settings": [
+                    str(settings_partition_key(*parse_setting_key(k))) for k in exc.settings
+                ]
+            },
+        ) from None
+    except TmlbenchError as exc:
+        raise dg.Failure(str(exc)) from exc

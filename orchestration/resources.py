@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 import dagster as dg
 import duckdb
@@ -27,7 +28,7 @@ from warehouse.snapshot import reports_path, snapshot_path
 BACKEND_ENV = "TMLBENCH_SANDBOX_BACKEND"
 
 
-class BenchConfig(dg.ConfigurableResource):
+class BenchConfig(dg.ConfigurableResource["BenchConfig"]):
     """Where the specs, prepared data and run records live (which suite: the asset's group)."""
 
     tasks_dir: str | None = None
@@ -56,7 +57,7 @@ class BenchConfig(dg.ConfigurableResource):
         return SuiteLayout.of(suite, self.paths())
 
 
-class SandboxBackend(dg.ConfigurableResource):
+class SandboxBackend(dg.ConfigurableResource["SandboxBackend"]):
     """The sandbox every attempt runs in (``bwrap`` isolates; ``process`` only for trusted code)."""
 
     backend: str | None = Field(
@@ -75,7 +76,7 @@ class SandboxBackend(dg.ConfigurableResource):
         return get_sandbox(self.name())
 
 
-class DuckDBWarehouse(dg.ConfigurableResource):
+class DuckDBWarehouse(dg.ConfigurableResource["DuckDBWarehouse"]):
     """The warehouse file (one writer at a time: assets that open it share the ``duckdb`` pool)."""
 
     path: str | None = Field(default=None, description="None = $TMLBENCH_WAREHOUSE or the default")
@@ -127,10 +128,19 @@ def dbt_resource() -> DbtCliResource:
     return DbtCliResource(project_dir=dbt_project, dbt_executable=str(dbt_executable()))
 
 
-def default_resources() -> dict[str, dg.ConfigurableResource]:
-    return {
-        "bench": BenchConfig(),
-        "sandbox": SandboxBackend(),
-        "warehouse": DuckDBWarehouse(),
-        "dbt": dbt_resource(),
-    }
+class Resources(TypedDict):
+    """The resources the assets ask for, by the names they ask by."""
+
+    bench: BenchConfig
+    sandbox: SandboxBackend
+    warehouse: DuckDBWarehouse
+    dbt: DbtCliResource
+
+
+def default_resources() -> Resources:
+    return Resources(
+        bench=BenchConfig(),
+        sandbox=SandboxBackend(),
+        warehouse=DuckDBWarehouse(),
+        dbt=dbt_resource(),
+    )

@@ -7,12 +7,21 @@ snapshot and the reports together, as one run. The nightly job only tops up sett
 short of successes (runs are resumable).
 """
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
 from orchestration.suites import SuiteFile
 
+if TYPE_CHECKING:  # what define_asset_job returns: dagster does not export its type
+    from dagster._core.definitions.unresolved_asset_job_definition import (
+        UnresolvedAssetJobDefinition,
+    )
 
-def build_automation(suite_file: SuiteFile, agent_runs: dg.AssetsDefinition):
+
+def build_automation(
+    suite_file: SuiteFile, agent_runs: dg.AssetsDefinition
+) -> tuple["UnresolvedAssetJobDefinition", dg.ScheduleDefinition]:
     """A suite's job over all its settings and its nightly schedule (stopped: a person turns on
     the suites worth a nightly run, an LLM suite costs money)."""
     job = dg.define_asset_job(

@@ -1,7 +1,7 @@
 """Every dbt model (staging → intermediate → marts) as an asset; dbt tests become asset checks."""
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeAlias
 
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
@@ -11,6 +11,16 @@ from orchestration.conditions import on_new_data
 from orchestration.resources import DuckDBWarehouse, dbt_project
 from runner.errors import TmlbenchError
 from warehouse.dbt import DBT_PROJECT_DIR
+
+# What a dbt build streams (``DbtCliInvocation.stream``): each model's output (no value: dbt wrote
+# the table) and the results of its tests.
+DbtEvent: TypeAlias = (
+    dg.Output[None]
+    | dg.AssetMaterialization
+    | dg.AssetObservation
+    | dg.AssetCheckResult
+    | dg.AssetCheckEvaluation
+)
 
 
 class TmlbenchDbtTranslator(DagsterDbtTranslator):
@@ -35,7 +45,7 @@ class TmlbenchDbtTranslator(DagsterDbtTranslator):
 
     def get_automation_condition(
         self, dbt_resource_props: Mapping[str, Any]
-    ) -> dg.AutomationCondition | None:
+    ) -> dg.AutomationCondition[dg.AssetKey] | None:
         return on_new_data()
 
 
@@ -53,7 +63,7 @@ def build_dbt_assets() -> dg.AssetsDefinition:
     )
     def tmlbench_dbt_models(
         context: dg.AssetExecutionContext, dbt: DbtCliResource, warehouse: DuckDBWarehouse
-    ):
+    ) -> Iterator[DbtEvent]:
         with warehouse.connection():  # a fresh warehouse gets the raw schema first
             pass
         # dbt's unit tests check the models' SQL on fixed inputs, not the warehouse's data: `make

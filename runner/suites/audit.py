@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
+from typing import TypedDict
 
 from runner.attempts.records import RunRecord
 from runner.suites.benchmark_settings import Setting, setting_key
 from runner.tasks.prepared_files import PreparedTask
 
 
-def describe_prepared(prepared: PreparedTask) -> dict[str, object]:
+class PreparedFacts(TypedDict):
+    """What ``describe_prepared`` says of a prepared task."""
+
+    train_rows: int
+    test_rows: int
+    columns: int | None
+    manifest_sha256: str
+    bayes_optimal_score: float | None
+    constant_score: float | None
+    source: str | None
+
+
+def describe_prepared(prepared: PreparedTask) -> PreparedFacts:
     """What a person wants to know about a prepared task: sizes, manifest hash, reference scores."""
     manifest = prepared.manifest()
     meta = prepared.private_meta()

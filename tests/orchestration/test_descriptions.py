@@ -159,9 +159,9 @@ def test_a_records_note_reads_as_written_in_the_attempts_table(note: str):
     no link, no column break from what a sandbox wrote."""
     from markdown_it import MarkdownIt
 
-    from orchestration.assets.benchmark import _cell
+    from orchestration.metadata import cell
 
-    html = MarkdownIt("commonmark").enable("table").render(f"| n |\n|---|\n| {_cell(note, 80)} |")
+    html = MarkdownIt("commonmark").enable("table").render(f"| n |\n|---|\n| {cell(note, 80)} |")
     cells = re.findall(r"<td>(.*?)</td>", html, re.DOTALL)
     assert len(cells) == 1, html
     assert unescape(cells[0]) == " ".join(note.split())[:80]

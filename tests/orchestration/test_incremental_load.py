@@ -114,6 +114,13 @@ def test_the_raw_load_reads_the_settings_run_since_it_last_ran(tiny):
         load(tiny, {"settings": {"tiny": ["nobody|nothing|1"]}})
 
 
+def test_the_raw_assets_are_the_raw_tables_the_load_reports():
+    from orchestration.assets.warehouse import RAW_KEYS
+    from warehouse.raw_load import RAW_TABLES
+
+    assert tuple(".".join(key.path) for key in RAW_KEYS) == RAW_TABLES
+
+
 def test_the_data_version_changes_with_the_content_only(tiny):
     bench = tiny[0]
     record_setting(bench, key("baseline-constant"))

@@ -72,3 +72,24 @@ def test_the_asset_fails_without_a_snapshot(tmp_path: Path):
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     assert "no snapshot at" in str(failure.step_failure_data.error.message)
+
+
+def test_one_suites_failure_leaves_the_others_published_and_fails_the_asset_naming_it(
+    app_snapshot: Path, tmp_path: Path, monkeypatch
+):
+    from warehouse.report import every_suite
+
+    def publish_but_other(con, suite, folder, source):  # a chart the renderer refuses, say
+        if suite == "other":
+            raise ValueError("the renderer refused a chart")
+        return publish_report(con, suite, folder, source)
+
+    publish_report = every_suite.publish_report
+    monkeypatch.setattr(every_suite, "publish_report", publish_but_other)
+    warehouse = DuckDBWarehouse(snapshot=str(app_snapshot), reports=str(tmp_path / "reports"))
+    result = dg.materialize([reports], resources={"warehouse": warehouse}, raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = str(failure.step_failure_data.error.message)
+    assert "no report for 1 of 2 suites: other: ValueError: the renderer refused a chart" in message
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["demo"]
