@@ -1,8 +1,9 @@
 """The dashboard's queries over the published snapshot, as pandas DataFrames (no Streamlit here).
 
-Every page shows a contracted dbt model (dbt_project/models/display/ for what the dashboard
-alone needs, the marts otherwise), read here with a plain select and a WHERE for the filters:
-the badges, labels and counts are computed by dbt, never here. A query takes an open read-only
+Every page shows a contracted dbt model of the display schema (dbt_project/models/display/;
+the dashboard reads nothing else, so the marts and raw tables can change shape without breaking
+a page), read here with a plain select and a WHERE for the filters: the badges, labels and
+counts are computed by dbt, never here. A query takes an open read-only
 connection to the snapshot (``open_snapshot``; the pages read the newest one through a
 ``SnapshotReader``) and runs on a cursor of its own, so concurrent sessions may share the
 connection.
@@ -61,23 +62,15 @@ def _where(
     columns: tuple[str, ...] = AGENT,
     *,
     attempts: bool = False,
-    raw_runs: bool = False,
 ) -> tuple[str, list[object]]:
     """SQL conditions (`` and ...``) and their parameters for ``filters`` on a table with the key
     ``columns`` (and suite_id); ``attempts``: a table of attempts (created_at), where the date
-    range selects attempts; ``raw_runs``: raw.runs itself, whose rows are in a suite when
-    ``marts.suite_runs`` says the suite counts them."""
+    range selects attempts."""
     f = filters or NO_FILTERS
     sql: list[str] = []
     params: list[object] = []
     if f.suite is not None:
-        if raw_runs:
-            sql.append(
-                "(run_space, run_id) in "
-                "(select run_space, run_id from marts.suite_runs where suite_id = ?)"
-            )
-        else:
-            sql.append("suite_id = ?")
+        sql.append("suite_id = ?")
         params.append(f.suite)
     for column, values, cast in (
         ("agent_id", f.agents, "varchar"),
@@ -87,7 +80,7 @@ def _where(
         if values and column in columns:
             sql.append(f"{column} in (select unnest(?::{cast}[]))")
             params.append(list(values))
-    if attempts or raw_runs:
+    if attempts:
         if f.start is not None:
             sql.append("timezone('UTC', created_at)::date >= ?")
             params.append(f.start)
@@ -394,7 +387,7 @@ def stopped_settings(
 def duplicated_settings(
     con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 ) -> pd.DataFrame:
-    """The settings whose attempts submitted the same answer twice (``marts.setting_duplicates``),
+    """The settings whose attempts submitted the same answer twice (``display.setting_duplicates_display``),
     first those where it is among the counted attempts (the median is not over independent
     attempts)."""
     where, params = _where(filters, SETTING)
@@ -439,10 +432,12 @@ def success_rates(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 
 def pass_k(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """One row per (agent, k = 1..N): mean pass^k and mean expected worst points of k attempts
-    over its settings, and how many settings each mean is over (``marts.agent_pass_k``)."""
+    over its settings, and how many settings each mean is over (``display.agent_pass_k_display``)."""
     where, params = _where(filters)
     return _read(
-        con, f"select * from display.pass_k_display where true{where} order by agent_id, k", params
+        con,
+        f"select * from display.agent_pass_k_display where true{where} order by agent_id, k",
+        params,
     )
 
 
@@ -544,11 +539,20 @@ RUN_COLUMNS = (
 
 
 def _runs_where(filters: Filters | None, statuses: tuple[str, ...]) -> tuple[str, list[object]]:
-    where, params = _where(filters, SETTING, raw_runs=True)
+    """The FROM and WHERE of a select of attempts: a suite's rows of ``display.runs_display``;
+    without a suite (SQL users, tests: never a page), every attempt once, whichever suites count
+    it (its row of the first, or its one row when none does)."""
+    where, params = _where(filters, SETTING, attempts=True)
     if statuses:
         where += " and status in (select unnest(?::varchar[]))"
         params.append(list(statuses))
-    return where, params
+    source = "display.runs_display"
+    if (filters or NO_FILTERS).suite is None:
+        source = (
+            f"(select * from {source} qualify row_number() over "
+            "(partition by run_space, run_id order by suite_id nulls last) = 1)"
+        )
+    return f"{source} where true{where}", params
 
 
 def runs(
@@ -557,14 +561,12 @@ def runs(
     statuses: tuple[str, ...] = (),
     limit: int | None = None,
 ) -> pd.DataFrame:
-    """The attempts (``raw.runs``) matching the filters, newest first (at most ``limit``)."""
-    where, params = _runs_where(filters, tuple(statuses))
+    """The attempts (``display.runs_display``) matching the filters, newest first (at most
+    ``limit``)."""
+    source, params = _runs_where(filters, tuple(statuses))
     top = f" limit {int(limit)}" if limit is not None else ""
     return _read(
-        con,
-        f"select {RUN_COLUMNS} from raw.runs where true{where} "
-        f"order by created_at desc, run_id{top}",
-        params,
+        con, f"select {RUN_COLUMNS} from {source} order by created_at desc, run_id{top}", params
     )
 
 
@@ -572,8 +574,8 @@ def run_count(
     con: duckdb.DuckDBPyConnection, filters: Filters | None = None, statuses: tuple[str, ...] = ()
 ) -> int:
     """How many attempts match the filters (and statuses)."""
-    where, params = _runs_where(filters, tuple(statuses))
-    frame = _read(con, f"select count(*) as n from raw.runs where true{where}", params)
+    source, params = _runs_where(filters, tuple(statuses))
+    frame = _read(con, f"select count(*) as n from {source}", params)
     return int(frame["n"].iloc[0])
 
 
@@ -581,13 +583,16 @@ Record = dict[str, object]  # one attempt's fields as the warehouse holds them (
 
 
 def run_record(con: duckdb.DuckDBPyConnection, run_space: str, run_id: str) -> Record:
-    """One attempt's full row of raw.runs (every record field, NULL as None), or {} if it is not
-    there. Fetched as a Python row: a one-row DataFrame of its ~70 columns costs more than the
-    query (~0.1 s)."""
+    """One attempt's every record field (its row of ``display.runs_display``, with the record's
+    own suite_id as it was recorded, in the record's column order; NULL as None), or {} if it is
+    not there. Fetched as a Python row: a one-row DataFrame of its ~80 columns costs more than
+    the query (~0.1 s)."""
     cursor = _cursor(con)
     try:
         cursor.execute(
-            "select * from raw.runs where run_space = ? and run_id = ?", [run_space, run_id]
+            "select * exclude (suite_id) rename (recorded_suite_id as suite_id) "
+            "from display.runs_display where run_space = ? and run_id = ? limit 1",
+            [run_space, run_id],
         )
         row = cursor.fetchone()
         if row is None:
@@ -604,8 +609,8 @@ TwinKey = tuple[str | None, str, str, str, int]
 def submission_twins(
     con: duckdb.DuckDBPyConnection, run_id: str, twin_key: TwinKey, limit: int = TWIN_ROWS
 ) -> pd.DataFrame:
-    """The other attempts of ``run_id``'s task that submitted the same answer (``marts.
-    submission_twins``), oldest first, at most ``limit``; ``total`` is how many there are, and
+    """The other attempts of ``run_id``'s task that submitted the same answer (``display.
+    submission_twins_display``), oldest first, at most ``limit``; ``total`` is how many there are, and
     ``relation`` says whose they are: the same setting (a replay), the same agent at another
     budget, or another agent. The relation is of a pair of attempts, relative to the one opened,
     so no mart holds it for every pair (a deterministic agent has thousands of twins).

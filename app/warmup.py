@@ -36,7 +36,7 @@ def warm() -> None:
 def warm_queries() -> None:
     """Fill the query cache for the sidebar and the default view (the default suite) of the leaderboard
     and the run explorer, so their first visitors read from memory (the newest attempts of
-    raw.runs take ~0.1 s at 100,000 runs). Any failure only means a cold first page."""
+    display.runs_display take ~0.1 s at 100,000 runs). Any failure only means a cold first page."""
     from app import queries
     from app.app_pages import _common
 
