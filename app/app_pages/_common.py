@@ -1,6 +1,7 @@
-"""Shared page helpers: the snapshot, cached queries, the suite picker and global filters, the
-empty state, tables (labelled and formatted by app/columns.py), CSVs, the report bundle's zip,
-the notice of a newer snapshot, and the one way to show text that an agent controls."""
+"""Shared page helpers: the page skeleton every page is drawn in (``page``), the snapshot,
+typed cached queries (``query``), the suite picker and global filters, the empty state, tables
+(labelled and formatted by app/columns.py), CSVs, the report bundle's zip, the notice of a newer
+snapshot, and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
