@@ -166,7 +166,8 @@ def query(
     snapshot = current_snapshot(path)
     con = _connection_of(snapshot, path)
     name = f"{read.__module__}.{read.__qualname__}"
-    # the cache returns what ``read`` returned for these arguments: an R
+    # the cache returns what ``read`` returned for these arguments: an R (st.cache_data's
+    # CachedFunc keeps a function's signature, but not the type variables of a generic one)
     return cast(R, _cached(name, str(path), snapshot.identity, read, con, *args, **kwargs))
 
 
