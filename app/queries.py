@@ -1,8 +1,9 @@
 """The dashboard's queries over the published snapshot, as pandas DataFrames (no Streamlit here).
 
-Every page shows a contracted dbt model (dbt_project/models/display/ for what the dashboard
-alone needs, the marts otherwise), read here with a plain select and a WHERE for the filters:
-the badges, labels and counts are computed by dbt, never here. A query takes an open read-only
+Every page shows a contracted dbt model of the display schema (dbt_project/models/display/;
+the dashboard reads nothing else, so the marts and raw tables can change shape without breaking
+a page), read here with a plain select and a WHERE for the filters: the badges, labels and
+counts are computed by dbt, never here. A query takes an open read-only
 connection to the snapshot (``open_snapshot``; the pages read the newest one through a
 ``SnapshotReader``) and runs on a cursor of its own, so concurrent sessions may share the
 connection.
@@ -13,8 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import duckdb
 import pandas as pd
@@ -59,22 +62,15 @@ def _where(
     columns: tuple[str, ...] = AGENT,
     *,
     attempts: bool = False,
-    raw_runs: bool = False,
-) -> tuple[str, list]:
+) -> tuple[str, list[object]]:
     """SQL conditions (`` and ...``) and their parameters for ``filters`` on a table with the key
     ``columns`` (and suite_id); ``attempts``: a table of attempts (created_at), where the date
-    range selects attempts; ``raw_runs``: raw.runs itself, whose rows are in a suite when
-    ``marts.suite_runs`` says the suite counts them."""
+    range selects attempts."""
     f = filters or NO_FILTERS
-    sql, params = [], []
+    sql: list[str] = []
+    params: list[object] = []
     if f.suite is not None:
-        if raw_runs:
-            sql.append(
-                "(run_space, run_id) in "
-                "(select run_space, run_id from marts.suite_runs where suite_id = ?)"
-            )
-        else:
-            sql.append("suite_id = ?")
+        sql.append("suite_id = ?")
         params.append(f.suite)
     for column, values, cast in (
         ("agent_id", f.agents, "varchar"),
@@ -84,7 +80,7 @@ def _where(
         if values and column in columns:
             sql.append(f"{column} in (select unnest(?::{cast}[]))")
             params.append(list(values))
-    if attempts or raw_runs:
+    if attempts:
         if f.start is not None:
             sql.append("timezone('UTC', created_at)::date >= ?")
             params.append(f.start)
@@ -96,11 +92,10 @@ def _where(
 
 def snapshot_path(environ: dict[str, str] | None = None) -> Path:
     """``$TMLBENCH_SNAPSHOT``, else the snapshot published next to the warehouse."""
-    env = os.environ if environ is None else environ
-    value = env.get(SNAPSHOT_ENV)
+    value = (os.environ if environ is None else environ).get(SNAPSHOT_ENV)
     if value:
         return Path(value).expanduser().resolve()
-    return _published_snapshot_path(warehouse_path(env))
+    return _published_snapshot_path(warehouse_path(environ))
 
 
 Identity = tuple[int, int, int, int]  # (device, inode, mtime in ns, size) of a snapshot file
@@ -191,7 +186,9 @@ class SnapshotReader:
 
 
 def _read(
-    con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: list[object] | Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
     cursor = _cursor(con)
     try:
@@ -236,33 +233,44 @@ def default_suite(suites: pd.DataFrame) -> str | None:
     return None
 
 
-def filter_options(con: duckdb.DuckDBPyConnection, suite: str | None) -> dict:
+class FilterOptions(TypedDict):
+    """What the sidebar's filters offer for one suite (``filter_options``)."""
+
+    suites: list[str]
+    agents: list[str]
+    tasks: list[str]
+    budgets: list[int]
+    statuses: list[str]
+    first_day: dt.date | None
+    last_day: dt.date | None
+
+
+def filter_options(con: duckdb.DuckDBPyConnection, suite: str | None) -> FilterOptions:
     """What the filters offer for one suite (its row of ``display.filter_options``): every
     suite, and the suite's agents, tasks, budgets, the statuses that occur (in the taxonomy's
     order), and the first and last day (UTC) one of its attempts was created."""
     frame = _read(con, "select * from display.filter_options order by suite_id")
+    suites = [str(s) for s in frame["suite_id"]]
     chosen = frame[frame["suite_id"] == suite]
     if chosen.empty:
-        return {
-            "suites": frame["suite_id"].tolist(),
-            **{k: [] for k in ("agents", "tasks", "budgets", "statuses")},
-            "first_day": None,
-            "last_day": None,
-        }
+        return FilterOptions(
+            suites=suites, agents=[], tasks=[], budgets=[], statuses=[], first_day=None,
+            last_day=None,
+        )  # fmt: skip
     row = chosen.iloc[0]
 
     def day(name: str) -> dt.date | None:
         return None if pd.isna(row[name]) else pd.Timestamp(row[name]).date()
 
-    return {
-        "suites": frame["suite_id"].tolist(),
-        "agents": list(row["agents"]),
-        "tasks": list(row["tasks"]),
-        "budgets": [int(b) for b in row["budgets"]],
-        "statuses": list(row["statuses"]),
-        "first_day": day("first_day"),
-        "last_day": day("last_day"),
-    }
+    return FilterOptions(
+        suites=suites,
+        agents=[str(a) for a in row["agents"]],
+        tasks=[str(t) for t in row["tasks"]],
+        budgets=[int(b) for b in row["budgets"]],
+        statuses=[str(s) for s in row["statuses"]],
+        first_day=day("first_day"),
+        last_day=day("last_day"),
+    )
 
 
 def leaderboard(
@@ -304,22 +312,47 @@ def coverage(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> 
     )
 
 
-def suite_status(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> dict:
-    """The chosen suite's row of ``marts.suite_status``: N, k of n settings complete, agents
-    ranked of expected, provisional; {} when the snapshot has none (a suite without runs, or a
-    snapshot published before the mart existed). Not narrowed by the agent/task/budget filters:
-    whether a suite is final is the suite's."""
+class SuiteStatus(TypedDict):
+    """A suite's row of ``display.suite_status_display``: how complete it is."""
+
+    suite_id: str
+    counted_successes: int
+    settings_expected: int
+    settings_complete: int
+    agents_expected: int
+    agents_ranked: int
+    provisional: bool
+
+
+def suite_status(
+    con: duckdb.DuckDBPyConnection, filters: Filters | None = None
+) -> SuiteStatus | None:
+    """The chosen suite's row of ``display.suite_status_display``: N, k of n settings complete,
+    agents ranked of expected, provisional; None when the snapshot has none (a suite without
+    runs, or a snapshot published before the model existed). Not narrowed by the
+    agent/task/budget filters: whether a suite is final is the suite's."""
     suite = (filters or NO_FILTERS).suite
-    sql = "select * from marts.suite_status"
-    params: list = []
+    sql = "select * from display.suite_status_display"
+    params: list[object] = []
     if suite is not None:
         sql += " where suite_id = ?"
         params.append(suite)
     try:
         frame = _read(con, sql + " order by suite_id limit 1", params)
     except duckdb.Error:
-        return {}
-    return {} if frame.empty else frame.iloc[0].to_dict()
+        return None
+    if frame.empty:
+        return None
+    row = frame.iloc[0]
+    return SuiteStatus(
+        suite_id=str(row["suite_id"]),
+        counted_successes=int(row["counted_successes"]),
+        settings_expected=int(row["settings_expected"]),
+        settings_complete=int(row["settings_complete"]),
+        agents_expected=int(row["agents_expected"]),
+        agents_ranked=int(row["agents_ranked"]),
+        provisional=bool(row["provisional"]),
+    )
 
 
 def setting_scores(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
@@ -354,7 +387,7 @@ def stopped_settings(
 def duplicated_settings(
     con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 ) -> pd.DataFrame:
-    """The settings whose attempts submitted the same answer twice (``marts.setting_duplicates``),
+    """The settings whose attempts submitted the same answer twice (``display.setting_duplicates_display``),
     first those where it is among the counted attempts (the median is not over independent
     attempts)."""
     where, params = _where(filters, SETTING)
@@ -362,7 +395,7 @@ def duplicated_settings(
         con,
         "select agent_id, task_id, budget_seconds, duplicated_counted, n_counted, "
         "n_distinct_counted_submissions, n_fingerprinted, n_distinct_submissions, "
-        f"n_shared_with_other_agents from marts.setting_duplicates where duplicated{where} "
+        f"n_shared_with_other_agents from display.setting_duplicates_display where duplicated{where} "
         "order by duplicated_counted desc, agent_id, task_id, budget_seconds",
         params,
     )
@@ -379,7 +412,7 @@ def counted_attempts(
     return _read(
         con,
         "select run_id, agent_id, task_id, budget_seconds, created_at, success_index, score, "
-        "score_hib from marts.counted_attempts "
+        "score_hib from display.counted_attempts_display "
         f"where task_id = ? and budget_seconds = ?{where} order by agent_id, success_index",
         [task_id, int(budget_seconds), *params],
     )
@@ -399,10 +432,12 @@ def success_rates(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
 
 def pass_k(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """One row per (agent, k = 1..N): mean pass^k and mean expected worst points of k attempts
-    over its settings, and how many settings each mean is over (``marts.agent_pass_k``)."""
+    over its settings, and how many settings each mean is over (``display.agent_pass_k_display``)."""
     where, params = _where(filters)
     return _read(
-        con, f"select * from marts.agent_pass_k where true{where} order by agent_id, k", params
+        con,
+        f"select * from display.agent_pass_k_display where true{where} order by agent_id, k",
+        params,
     )
 
 
@@ -421,7 +456,7 @@ def rank_stability(con: duckdb.DuckDBPyConnection, filters: Filters | None = Non
     where, params = _where(filters)
     return _read(
         con,
-        "select agent_id, mean_rank, rank_std, n_tasks from marts.rank_stability "
+        "select agent_id, mean_rank, rank_std, n_tasks from display.rank_stability_display "
         f"where true{where} order by mean_rank, agent_id",
         params,
     )
@@ -432,7 +467,7 @@ def task_ranks(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -
     where, params = _where(filters, AGENT_TASK)
     return _read(
         con,
-        "select agent_id, task_id, best_points, rank from marts.task_ranks "
+        "select agent_id, task_id, best_points, rank from display.task_ranks_display "
         f"where true{where} order by task_id, rank, agent_id",
         params,
     )
@@ -443,7 +478,7 @@ def time_scaling(con: duckdb.DuckDBPyConnection, filters: Filters | None = None)
     where, params = _where(filters, AGENT_BUDGET)
     return _read(
         con,
-        "select agent_id, budget_seconds, mean_points, n_tasks from marts.time_scaling "
+        "select agent_id, budget_seconds, mean_points, n_tasks from display.time_scaling_display "
         f"where true{where} order by agent_id, budget_seconds",
         params,
     )
@@ -458,7 +493,7 @@ def time_scaling_monotone(
     return _read(
         con,
         "select agent_id, curves, monotone_curves, share_monotone "
-        f"from marts.time_scaling_monotone where true{where} "
+        f"from display.time_scaling_monotone_display where true{where} "
         "order by share_monotone desc, agent_id",
         params,
     )
@@ -479,7 +514,9 @@ def agent_costs(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) 
     """One row per agent: tokens and cost (null = unknown), cost per success, points per dollar."""
     where, params = _where(filters)
     return _read(
-        con, f"select * from marts.agent_costs where true{where} order by agent_id", params
+        con,
+        f"select * from display.agent_costs_display where true{where} order by agent_id",
+        params,
     )
 
 
@@ -488,7 +525,7 @@ def setting_costs(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
     where, params = _where(filters, SETTING)
     return _read(
         con,
-        f"select * from marts.setting_costs where true{where} "
+        f"select * from display.setting_costs_display where true{where} "
         "order by agent_id, task_id, budget_seconds",
         params,
     )
@@ -501,12 +538,21 @@ RUN_COLUMNS = (
 )
 
 
-def _runs_where(filters: Filters | None, statuses: tuple[str, ...]) -> tuple[str, list]:
-    where, params = _where(filters, SETTING, raw_runs=True)
+def _runs_where(filters: Filters | None, statuses: tuple[str, ...]) -> tuple[str, list[object]]:
+    """The FROM and WHERE of a select of attempts: a suite's rows of ``display.runs_display``;
+    without a suite (SQL users, tests: never a page), every attempt once, whichever suites count
+    it (its row of the first, or its one row when none does)."""
+    where, params = _where(filters, SETTING, attempts=True)
     if statuses:
         where += " and status in (select unnest(?::varchar[]))"
         params.append(list(statuses))
-    return where, params
+    source = "display.runs_display"
+    if (filters or NO_FILTERS).suite is None:
+        source = (
+            f"(select * from {source} qualify row_number() over "
+            "(partition by run_space, run_id order by suite_id nulls last) = 1)"
+        )
+    return f"{source} where true{where}", params
 
 
 def runs(
@@ -515,14 +561,12 @@ def runs(
     statuses: tuple[str, ...] = (),
     limit: int | None = None,
 ) -> pd.DataFrame:
-    """The attempts (``raw.runs``) matching the filters, newest first (at most ``limit``)."""
-    where, params = _runs_where(filters, tuple(statuses))
+    """The attempts (``display.runs_display``) matching the filters, newest first (at most
+    ``limit``)."""
+    source, params = _runs_where(filters, tuple(statuses))
     top = f" limit {int(limit)}" if limit is not None else ""
     return _read(
-        con,
-        f"select {RUN_COLUMNS} from raw.runs where true{where} "
-        f"order by created_at desc, run_id{top}",
-        params,
+        con, f"select {RUN_COLUMNS} from {source} order by created_at desc, run_id{top}", params
     )
 
 
@@ -530,19 +574,25 @@ def run_count(
     con: duckdb.DuckDBPyConnection, filters: Filters | None = None, statuses: tuple[str, ...] = ()
 ) -> int:
     """How many attempts match the filters (and statuses)."""
-    where, params = _runs_where(filters, tuple(statuses))
-    frame = _read(con, f"select count(*) as n from raw.runs where true{where}", params)
+    source, params = _runs_where(filters, tuple(statuses))
+    frame = _read(con, f"select count(*) as n from {source}", params)
     return int(frame["n"].iloc[0])
 
 
-def run_record(con: duckdb.DuckDBPyConnection, run_space: str, run_id: str) -> dict:
-    """One attempt's full row of raw.runs (every record field, NULL as None), or {} if it is not
-    there. Fetched as a Python row: a one-row DataFrame of its ~70 columns costs more than the
-    query (~0.1 s)."""
+Record = dict[str, object]  # one attempt's fields as the warehouse holds them (NULL: None)
+
+
+def run_record(con: duckdb.DuckDBPyConnection, run_space: str, run_id: str) -> Record:
+    """One attempt's every record field (its row of ``display.runs_display``, with the record's
+    own suite_id as it was recorded, in the record's column order; NULL as None), or {} if it is
+    not there. Fetched as a Python row: a one-row DataFrame of its ~80 columns costs more than
+    the query (~0.1 s)."""
     cursor = _cursor(con)
     try:
         cursor.execute(
-            "select * from raw.runs where run_space = ? and run_id = ?", [run_space, run_id]
+            "select * exclude (suite_id) rename (recorded_suite_id as suite_id) "
+            "from display.runs_display where run_space = ? and run_id = ? limit 1",
+            [run_space, run_id],
         )
         row = cursor.fetchone()
         if row is None:
@@ -552,11 +602,15 @@ def run_record(con: duckdb.DuckDBPyConnection, run_space: str, run_id: str) -> d
         cursor.close()
 
 
+# (suite_id, task_id, submission_normalized_sha256, agent_id, budget_seconds) of an attempt
+TwinKey = tuple[str | None, str, str, str, int]
+
+
 def submission_twins(
-    con: duckdb.DuckDBPyConnection, run_id: str, twin_key: tuple, limit: int = TWIN_ROWS
+    con: duckdb.DuckDBPyConnection, run_id: str, twin_key: TwinKey, limit: int = TWIN_ROWS
 ) -> pd.DataFrame:
-    """The other attempts of ``run_id``'s task that submitted the same answer (``marts.
-    submission_twins``), oldest first, at most ``limit``; ``total`` is how many there are, and
+    """The other attempts of ``run_id``'s task that submitted the same answer (``display.
+    submission_twins_display``), oldest first, at most ``limit``; ``total`` is how many there are, and
     ``relation`` says whose they are: the same setting (a replay), the same agent at another
     budget, or another agent. The relation is of a pair of attempts, relative to the one opened,
     so no mart holds it for every pair (a deterministic agent has thousands of twins).
@@ -574,7 +628,7 @@ def submission_twins(
                     when agent_id = $agent then 'same agent, another budget'
                     else 'another agent' end as relation,
                count(*) over () as total
-        from marts.submission_twins
+        from display.submission_twins_display
         where suite_id = $suite and task_id = $task
             and submission_normalized_sha256 = $fingerprint and run_id <> $run_id
         order by created_at, run_id

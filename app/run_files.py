@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,11 @@ from runner.agent_files import read_head
 LOG_PREVIEW_BYTES = 64 * 1024
 
 
-def run_file_preview(record: dict, field: str, limit: int = LOG_PREVIEW_BYTES) -> str | None:
+Record = Mapping[str, object]  # one attempt's row (app.queries.run_record)
+Event = dict[str, object]  # one transcript event: a JSON object with a string "event"
+
+
+def run_file_preview(record: Record, field: str, limit: int = LOG_PREVIEW_BYTES) -> str | None:
     """The head of a file the record points to (``stdout_path``, ``submission_path``, ...).
 
     Paths are relative to the run folder, which is where the loaded record file lives. Files an
@@ -27,7 +32,7 @@ def run_file_preview(record: dict, field: str, limit: int = LOG_PREVIEW_BYTES) -
     file on this machine.
     """
     relative, source = record.get(field), record.get("source_path")
-    if not relative or not source:
+    if not isinstance(relative, str) or not isinstance(source, str) or not relative or not source:
         return None
     head = read_head(Path(source).parent, relative, limit)
     if head is None:
@@ -39,7 +44,7 @@ def run_file_preview(record: dict, field: str, limit: int = LOG_PREVIEW_BYTES) -
 TRANSCRIPT_PREVIEW_BYTES = 2 * 1024**2
 
 
-def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[dict] | None:
+def run_transcript(record: Record, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[Event] | None:
     """An attempt's transcript as events: the built-in llm agent's (start, request, response,
     tool, retry, end, ...) or the provider gateway's for command agents (gateway_start,
     model_call, request, transcript_full, gateway_stop; see runner.agents.gateway).
@@ -51,7 +56,7 @@ def run_transcript(record: dict, limit: int = TRANSCRIPT_PREVIEW_BYTES) -> list[
     text = run_file_preview(record, "transcript_path", limit)
     if text is None:
         return None
-    events = []
+    events: list[Event] = []
     for line in text.splitlines():
         try:
             event = json.loads(line)
@@ -69,14 +74,14 @@ USAGE_FIELDS = (
 )  # fmt: skip
 
 
-def run_usage(record: dict) -> dict:
+def run_usage(record: Record) -> dict[str, object]:
     """The model-usage and egress fields an attempt recorded (unknown ones left out)."""
     return {
         k: record[k] for k in USAGE_FIELDS if record.get(k) is not None and record[k] == record[k]
     }
 
 
-def run_source_fields(record: dict) -> pd.DataFrame | None:
+def run_source_fields(record: Record) -> pd.DataFrame | None:
     """An imported attempt's ``source_fields`` (the source's fields raw.runs has no column for) as
     rows of field and value: strings as they are, anything else as compact JSON. A value that is
     not a JSON object becomes one row named "(value)". None when the attempt has none."""
@@ -123,7 +128,7 @@ LEAD_FIELDS = (
 )  # fmt: skip
 
 
-def record_fields(record: dict) -> pd.DataFrame:
+def record_fields(record: Record) -> pd.DataFrame:
     """An attempt's record as rows of field and value (as text: lists and maps as JSON, times in
     ISO form): LEAD_FIELDS first (status, score, the reason), then the rest in the warehouse's
     column order; fields the attempt did not record are left out."""

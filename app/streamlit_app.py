@@ -21,7 +21,7 @@ ROUTER = Path(__file__).resolve().with_name("router.py")
 
 
 @asynccontextmanager
-async def warm_up(_server) -> AsyncIterator[None]:
+async def warm_up(_server: st.App) -> AsyncIterator[None]:
     from app.warmup import freeze, warm, warm_queries
 
     warm()

@@ -36,22 +36,23 @@ def warm() -> None:
 def warm_queries() -> None:
     """Fill the query cache for the sidebar and the default view (the default suite) of the leaderboard
     and the run explorer, so their first visitors read from memory (the newest attempts of
-    raw.runs take ~0.1 s at 100,000 runs). Any failure only means a cold first page."""
+    display.runs_display take ~0.1 s at 100,000 runs). Any failure only means a cold first page."""
     from app import queries
     from app.app_pages import _common
 
     path = queries.snapshot_path()
     if not _common.has_runs(path):
         return
-    suite = queries.default_suite(_common.query("suites", path))
+    suite = queries.default_suite(_common.query(queries.suites, path))
     none = queries.Filters(suite=suite)  # what a first visitor sees: the default suite, unfiltered
-    _common.query("filter_options", path, suite)
-    _common.query("leaderboard", path, "best_budget", none)
-    _common.query("coverage", path, none)
-    _common.query("stopped_settings", path, none)
-    _common.query("duplicated_settings", path, none)
-    _common.query("run_count", path, none, ())
-    _common.query("runs", path, none, (), queries.RUN_ROWS)
+    # the arguments the pages pass, in the same order: the cache is keyed on them
+    _common.query(queries.filter_options, path, suite)
+    _common.query(queries.leaderboard, path, "best_budget", none)
+    _common.query(queries.coverage, path, none)
+    _common.query(queries.stopped_settings, path, none)
+    _common.query(queries.duplicated_settings, path, none)
+    _common.query(queries.run_count, path, none, ())
+    _common.query(queries.runs, path, none, (), queries.RUN_ROWS)
 
 
 def freeze() -> None:

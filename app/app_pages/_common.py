@@ -1,15 +1,22 @@
-"""Shared page helpers: the snapshot, cached queries, the suite picker and global filters, the
-empty state, tables (labelled and formatted by app/columns.py), CSVs, the report bundle's zip,
-the notice of a newer snapshot, and the one way to show text that an agent controls."""
+"""Shared page helpers: the page skeleton every page is drawn in (``page``), the snapshot,
+typed cached queries (``query``), the suite picker and global filters, the empty state, tables
+(labelled and formatted by app/columns.py), CSVs, the report bundle's zip, the notice of a newer
+snapshot, and the one way to show text that an agent controls."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, Literal, ParamSpec, TypeVar, cast
 
+import duckdb
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import queries
 from app.columns import column_config
@@ -66,14 +73,20 @@ def clip(text: object, limit: int | None = AGENT_TEXT_LIMIT) -> str:
     return value
 
 
-def show_text(text: object, *, limit: int | None = AGENT_TEXT_LIMIT, where=st, code=True) -> None:
+def show_text(
+    text: object,
+    *,
+    limit: int | None = AGENT_TEXT_LIMIT,
+    where: DeltaGenerator | None = None,
+    code: bool = True,
+) -> None:
     """Draw untrusted text verbatim in ``where`` (``st`` or a container): a code block with
     ``language="text"`` (monospace, wrapped, no highlighting), or plain text with ``code=False``."""
     value = clip(text, limit)
     if code:
-        where.code(value, language="text", wrap_lines=True)
+        (where or st).code(value, language="text", wrap_lines=True)
     else:
-        where.text(value)
+        (where or st).text(value)
 
 
 def literal(text: object, limit: int | None = 300) -> str:
@@ -105,19 +118,63 @@ def current_snapshot(path: Path) -> queries.Snapshot:
     return _reader(str(path)).current()
 
 
-def connection(path: Path):
-    """The read-only connection to the newest snapshot at ``path`` (None when unreadable)."""
-    return current_snapshot(path).connection
+class SnapshotUnreadable(RuntimeError):
+    """The snapshot file was replaced by one that is not a DuckDB database mid-page."""
+
+
+def connection(path: Path) -> duckdb.DuckDBPyConnection:
+    """The read-only connection to the newest snapshot at ``path``."""
+    return _connection_of(current_snapshot(path), path)
+
+
+def _connection_of(snapshot: queries.Snapshot, path: Path) -> duckdb.DuckDBPyConnection:
+    if snapshot.connection is None:  # a page checked has_runs first: the file changed since
+        raise SnapshotUnreadable(
+            f"The snapshot {path} cannot be read now (replaced, or not a DuckDB file): "
+            "reload the page once `make run` has published it again."
+        )
+    return snapshot.connection
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @st.cache_data(max_entries=CACHED_RESULTS, show_spinner=False)
-def _query(name: str, path: str, identity: tuple | None, _con, *args, **kwargs):
-    # keyed on the identity, not on _con (never hashed): a newly published snapshot is read at once
-    return getattr(queries, name)(_con, *args, **kwargs)
+def _cached(
+    name: str,
+    path: str,
+    identity: queries.Identity | None,
+    _query: Callable[..., object],
+    _con: duckdb.DuckDBPyConnection,
+    *args: object,
+    **kwargs: object,
+) -> object:
+    # keyed on the query's name and the snapshot's identity, not on _query and _con (never
+    # hashed): a newly published snapshot is read at once
+    return _query(_con, *args, **kwargs)
+
+
+def query(
+    read: Callable[Concatenate[duckdb.DuckDBPyConnection, P], R],
+    path: Path,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> R:
+    """``read(connection, *args, **kwargs)`` (a function of app/queries.py) on the snapshot at
+    ``path``, cached until a new snapshot is published."""
+    snapshot = current_snapshot(path)
+    con = _connection_of(snapshot, path)
+    name = f"{read.__module__}.{read.__qualname__}"
+    # the cache returns what ``read`` returned for these arguments: an R (st.cache_data's
+    # CachedFunc keeps a function's signature, but not the type variables of a generic one)
+    return cast(R, _cached(name, str(path), snapshot.identity, read, con, *args, **kwargs))
 
 
 @st.cache_data(max_entries=CACHED_RESULTS, show_spinner=False)
-def _has_runs(path: str, identity: tuple | None, _con) -> bool:
+def _has_runs(
+    path: str, identity: queries.Identity | None, _con: duckdb.DuckDBPyConnection | None
+) -> bool:
     return queries.has_runs(_con)
 
 
@@ -173,13 +230,6 @@ def resume_hint(suite: str | None) -> str:
     )
 
 
-def query(name: str, path: Path, *args, **kwargs):
-    """``queries.<name>(connection, *args, **kwargs)`` on the snapshot at ``path``, cached until
-    a new snapshot is published."""
-    snapshot = current_snapshot(path)
-    return _query(name, str(path), snapshot.identity, snapshot.connection, *args, **kwargs)
-
-
 def suite_label(suites: pd.DataFrame, suite: str) -> str:
     """A suite as the picker lists it: id, title, and whether it has runs yet."""
     row = suites.loc[suites["suite_id"] == suite].iloc[0]
@@ -192,7 +242,7 @@ def suite_picker(path: Path) -> None:
     """The suite every page shows, chosen at the top of the main area (app/router.py draws it
     before the page): every suite file loaded into the snapshot, with runs or not (a suite
     without runs gets a page saying how to run it), and every imported source."""
-    suites = query("suites", path)
+    suites = query(queries.suites, path)
     if suites.empty:
         return
     key = FILTER_KEYS["suite"]
@@ -209,7 +259,7 @@ def suite_picker(path: Path) -> None:
 
 
 def suite_has_runs(path: Path, suite: str) -> bool:
-    suites = query("suites", path)
+    suites = query(queries.suites, path)
     return bool(suites.loc[suites["suite_id"] == suite, "has_runs"].any())
 
 
@@ -218,7 +268,7 @@ def sidebar_filters(path: Path) -> None:
     it is open: a page load then draws no multiselect or date input (nor loads their code in the
     browser). Their values live in st.session_state, set while the expander is closed and
     across pages; every page says which filters are active (``filters_note``)."""
-    options = query("filter_options", path, chosen_suite(path))
+    options = query(queries.filter_options, path, chosen_suite(path))
     state = st.session_state
     for name, key in (*FILTER_KEYS.items(), ("open", FILTERS_OPEN_KEY)):
         if name == "suite":  # the picker above the page is drawn on every run
@@ -238,20 +288,20 @@ def sidebar_filters(path: Path) -> None:
         box.multiselect("Agents", options["agents"], key=FILTER_KEYS["agents"])
         box.multiselect("Tasks", options["tasks"], key=FILTER_KEYS["tasks"])
         box.multiselect("Budgets (s)", options["budgets"], key=FILTER_KEYS["budgets"])
-        if first is not None:
-            dates = FILTER_KEYS["dates"]
-            box.date_input(
-                "Attempts created between (UTC)",
-                # the default only until a range is chosen (then it is in the session state)
-                **({} if dates in state else {"value": (first, last)}),
-                min_value=first,
-                max_value=last,
-                key=dates,
-            )
+        if first is not None and last is not None:
+            dates, title = FILTER_KEYS["dates"], "Attempts created between (UTC)"
+            # the whole range is the default only until a range is chosen (then it is in the
+            # session state, and a default beside it would be refused)
+            if dates in state:
+                box.date_input(title, min_value=first, max_value=last, key=dates)
+            else:
+                box.date_input(
+                    title, value=(first, last), min_value=first, max_value=last, key=dates
+                )
         box.caption(FILTER_SCOPE)
 
 
-def _keep_within(options: dict) -> None:
+def _keep_within(options: queries.FilterOptions) -> None:
     """Drop the selections another suite's options allowed and this suite's do not (agents it has
     no attempt of, days outside its attempts): a widget refuses a value outside its options."""
     state = st.session_state
@@ -270,7 +320,7 @@ def _keep_within(options: dict) -> None:
 def chosen_suite(path: Path) -> str | None:
     """The suite chosen at the top of the page, or the default one until a suite is chosen (or
     when the chosen one is not in this snapshot)."""
-    suites = query("suites", path)
+    suites = query(queries.suites, path)
     chosen = st.session_state.get(FILTER_KEYS["suite"])
     return chosen if chosen in set(suites["suite_id"]) else queries.default_suite(suites)
 
@@ -314,12 +364,12 @@ def filters_note(filters: queries.Filters) -> None:
         st.caption("Filtered: " + " · ".join(active))
 
 
-def provisional_note(path: Path, filters: queries.Filters) -> dict:
+def provisional_note(path: Path, filters: queries.Filters) -> queries.SuiteStatus | None:
     """Warn when the suite is provisional (some setting its file lists still lacks successes):
     its ranks, scores and P(rank) are among the agents complete so far and may still change.
-    Returns the suite's status row (marts.suite_status), {} when unknown."""
-    status = query("suite_status", path, filters)
-    if status and bool(status["provisional"]):
+    Returns the suite's status row (display.suite_status_display), None when unknown."""
+    status = query(queries.suite_status, path, filters)
+    if status is not None and status["provisional"]:
         st.warning(
             f"**Provisional**: {status['settings_complete']} of {status['settings_expected']} "
             f"settings complete ({status['counted_successes']} successes each). Ranks, scores "
@@ -334,7 +384,7 @@ def table(
     columns: list[str] | None = None,
     *,
     bars: tuple[str, ...] = (),
-    height: int | str = "auto",
+    height: int | Literal["auto"] = "auto",
 ) -> None:
     """Draw ``frame``'s ``columns`` (all when None), in that order (key columns first), with their
     labels, formats, help and widths from app/columns.py, and missing values as empty cells;
@@ -365,7 +415,12 @@ REPORT_ZIPS = 8  # report zips kept (per snapshot and suite; a few MB each)
 
 
 @st.cache_data(max_entries=REPORT_ZIPS, show_spinner=False)
-def _report_zip(path: str, identity: tuple | None, _con, suite: str) -> bytes:
+def _report_zip(
+    path: str,
+    identity: queries.Identity | None,
+    _con: duckdb.DuckDBPyConnection,
+    suite: str,
+) -> bytes:
     # keyed on the snapshot's identity, as _query: a newly published snapshot gets a new report
     return queries.report_zip(_con, suite)
 
@@ -377,9 +432,10 @@ def report_download(path: Path, suite: str) -> None:
     # the page's snapshot, even if a newer one is published before the click: the button holds
     # its connection (and a replaced file's disk space) until the page's next run
     snapshot = current_snapshot(path)
+    con = _connection_of(snapshot, path)
     st.download_button(
         "Download the report (zip)",
-        lambda: _report_zip(str(path), snapshot.identity, snapshot.connection, suite),
+        lambda: _report_zip(str(path), snapshot.identity, con, suite),
         file_name=f"tmlbench-report-{suite}.zip",
         mime="application/zip",
         key="download-report",
@@ -399,11 +455,62 @@ def footer(path: Path) -> None:
     )
 
 
+# --- the page skeleton ---------------------------------------------------------------------------
+# The router draws what is above every page (the newer-snapshot notice, the suite picker, the
+# sidebar filters); ``page`` draws the rest of what every page shares, so a page's script holds
+# only what is its own.
+NOT_RANKED = "No agent is ranked yet (see the coverage on the Leaderboard page)."
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a page's body reads: the snapshot it is drawn from, the sidebar's filters and, on the
+    pages that rank agents, the suite's status (None when unknown)."""
+
+    path: Path
+    filters: queries.Filters
+    status: queries.SuiteStatus | None = None
+
+    def query(
+        self,
+        read: Callable[Concatenate[duckdb.DuckDBPyConnection, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """``read(connection, *args, **kwargs)`` on this page's snapshot, cached (``query``)."""
+        return query(read, self.path, *args, **kwargs)
+
+
+@contextmanager
+def page(title: str, *, caption: str | None = None, provisional: bool = False) -> Iterator[Page]:
+    """Every page's frame: its title (and caption); without runs, or for a suite without runs,
+    how to make some instead of the page (``snapshot_or_stop``); the active filters; with
+    ``provisional``, the warning that the suite's ranks may still change; then the page's own
+    body (the ``with`` block), then the footer. A body that stops the page (``st.stop``, e.g.
+    ``stop_if_empty``) ends it there, without the footer."""
+    st.title(title)
+    if caption is not None:
+        st.caption(caption)
+    path = snapshot_or_stop()
+    filters = current_filters(path)
+    filters_note(filters)
+    status = provisional_note(path, filters) if provisional else None
+    yield Page(path, filters, status)
+    footer(path)
+
+
+def stop_if_empty(frame: pd.DataFrame, message: str) -> None:
+    """Say ``message`` and stop the page when ``frame`` has no rows (nothing below can be drawn)."""
+    if frame.empty:
+        st.warning(message)
+        st.stop()
+
+
 # --- a newer snapshot than the page shows ---------------------------------------------------------
 NEWER_SNAPSHOT_EVERY = 5  # seconds between an open page's looks at the snapshot file (one stat)
 
 
-def published_at(identity: tuple | None) -> str:
+def published_at(identity: queries.Identity | None) -> str:
     """When the snapshot file of ``identity`` was published (its mtime), in UTC."""
     if identity is None:
         return "never"
@@ -419,7 +526,7 @@ def newer_snapshot_notice(path: Path) -> None:
 
 
 @st.fragment(run_every=NEWER_SNAPSHOT_EVERY)
-def _newer_snapshot_notice(path: Path, shown: tuple | None) -> None:
+def _newer_snapshot_notice(path: Path, shown: queries.Identity | None) -> None:
     # a fragment reruns with the arguments of the full run that drew it: ``shown`` stays the
     # identity of the snapshot the page was drawn from until the page itself reruns
     now = queries.snapshot_identity(path)

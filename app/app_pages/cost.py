@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.app_pages._common import (
-    current_filters,
-    download,
-    filters_note,
-    footer,
-    literal,
-    query,
-    snapshot_or_stop,
-    table,
-)
+from app import queries
+from app.app_pages._common import download, literal, page, stop_if_empty, table
 from warehouse.report import charts
 
 # key columns first; the rest of the counts behind an expander (and in the CSV)
@@ -52,50 +44,44 @@ SETTING_VIEW = [
     "attempts_with_cost",
 ]
 
-st.title("Cost")
-st.caption(
+CAPTION = (
     "Tokens and cost as recorded by each attempt. An attempt that recorded no cost is "
     "*unknown* (an empty cell), never $0: totals and means use the attempts with a known cost "
     "(see Attempts with cost). Cost per success = known cost ÷ successes among those attempts. "
     "Points per dollar = the agent's primary score (or, per setting, its normalized points) ÷ "
     "the mean cost of a counted attempt; empty when the cost is unknown or 0."
 )
-path = snapshot_or_stop()
-filters = current_filters(path)
-filters_note(filters)
 
-agents = query("agent_costs", path, filters)
-if agents.empty:
-    st.warning("No agent matches the filters.")
-    st.stop()
-known = agents[agents["attempts_with_cost"] > 0]
-unknown = agents.loc[agents["attempts_with_cost"] == 0, "agent_id"].tolist()
-if known.empty:
-    st.info(
-        "No attempt recorded a cost yet (baselines and command agents usually do not; LLM agents "
-        "record tokens and cost when the agent spec has token prices)."
-    )
-elif unknown:
-    st.caption(f"Cost unknown for: {', '.join(literal(a) for a in unknown)}.")
+with page("Cost", caption=CAPTION) as view:
+    agents = view.query(queries.agent_costs, view.filters)
+    stop_if_empty(agents, "No agent matches the filters.")
+    known = agents[agents["attempts_with_cost"] > 0]
+    unknown = agents.loc[agents["attempts_with_cost"] == 0, "agent_id"].tolist()
+    if known.empty:
+        st.info(
+            "No attempt recorded a cost yet (baselines and command agents usually do not; LLM agents "
+            "record tokens and cost when the agent spec has token prices)."
+        )
+    elif unknown:
+        st.caption(f"Cost unknown for: {', '.join(literal(a) for a in unknown)}.")
 
-st.subheader("Per agent")
-table(agents, AGENT_VIEW)
-with st.expander(
-    "Counted attempts and tokens per attempt", key="cost_more", on_change="rerun"
-) as more:
-    if more.open:
-        table(agents, AGENT_MORE)
-download(agents, "agent_costs")
+    st.subheader("Per agent")
+    table(agents, AGENT_VIEW)
+    with st.expander(
+        "Counted attempts and tokens per attempt", key="cost_more", on_change="rerun"
+    ) as more:
+        if more.open:
+            table(agents, AGENT_MORE)
+    download(agents, "agent_costs")
 
-ratio = agents.dropna(subset=["points_per_dollar"])
-if not ratio.empty:
-    st.altair_chart(charts.points_per_dollar(ratio), width="stretch")
-tokens = charts.tokens_long(agents)
-if not tokens.empty:
-    st.altair_chart(charts.tokens(tokens), width="stretch")
+    ratio = agents.dropna(subset=["points_per_dollar"])
+    if not ratio.empty:
+        st.altair_chart(charts.points_per_dollar(ratio), width="stretch")
+    tokens = charts.tokens_long(agents)
+    if not tokens.empty:
+        st.altair_chart(charts.tokens(tokens), width="stretch")
 
-st.subheader("Per setting")
-settings = query("setting_costs", path, filters)
-table(settings, SETTING_VIEW)
-download(settings, "setting_costs")
-footer(path)
+    st.subheader("Per setting")
+    settings = view.query(queries.setting_costs, view.filters)
+    table(settings, SETTING_VIEW)
+    download(settings, "setting_costs")

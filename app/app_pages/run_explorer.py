@@ -13,27 +13,18 @@ from pathlib import Path
 import streamlit as st
 
 from app import queries, run_files
-from app.app_pages._common import (
-    clip,
-    connection,
-    current_filters,
-    filters_note,
-    footer,
-    literal,
-    query,
-    show_text,
-    snapshot_or_stop,
-    table,
-)
+from app.app_pages._common import clip, connection, literal, page, query, show_text, table
 from app.columns import label
+from app.queries import Record
+from app.run_files import Event
 
 
-def _at(event: dict) -> str:
+def _at(event: Event) -> str:
     t = event.get("t")
     return f"{t:.1f} s" if isinstance(t, int | float) else "? s"
 
 
-def _last_input(request: dict) -> str | None:
+def _last_input(request: object) -> str | None:
     """The last message / input item a model call sent, as plain text with its role."""
     messages = request.get("messages") if isinstance(request, dict) else None
     if not isinstance(messages, list) or not messages:
@@ -44,18 +35,18 @@ def _last_input(request: dict) -> str | None:
     role = last.get("role") or last.get("type") or "input"
     content = last.get("content", last.get("output"))
     text = content if isinstance(content, str) else json.dumps(content, indent=1)
-    count = request.get("n_messages")
+    count = request.get("n_messages") if isinstance(request, dict) else None
     return f"[{role}{f', message {count}' if isinstance(count, int) else ''}] {text}"
 
 
-def show_model_call(event: dict) -> None:
+def show_model_call(event: Event) -> None:
     """One model call a command agent made through the harness's gateway, as plain text.
 
     Everything here came from the agent or its provider: shown with show_text, never as
     markdown.
     """
     request, reply = event.get("request") or {}, event.get("reply") or {}
-    usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
+    usage = event.get("usage")
     last = _last_input(request)
     if last:
         with st.chat_message("user", avatar=":material/input:"):
@@ -64,7 +55,7 @@ def show_model_call(event: dict) -> None:
         status = f"HTTP {event.get('status')} · {event.get('seconds')} s"
         used = (
             f"tokens in {usage.get('input')}, out {usage.get('output')}"
-            if usage
+            if isinstance(usage, dict) and usage
             else "usage unknown"
         )
         broken = f" · interrupted ({event['interrupted']})" if event.get("interrupted") else ""
@@ -78,13 +69,14 @@ def show_model_call(event: dict) -> None:
             show_text(f"error: {reply['error']}", limit=4000, code=False)
         if reply.get("text"):
             show_text(reply["text"], code=False)
-        for call in reply.get("tool_calls") or []:
+        calls = reply.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
                 arguments = str(call.get("arguments"))[:4000]
                 show_text(f"{call.get('name')}({arguments})")
 
 
-def show_transcript(events: list[dict] | None) -> None:
+def show_transcript(events: list[Event] | None) -> None:
     """An attempt's conversation: the built-in llm agent's replies, tool calls and retries, or
     the model calls a command agent made through the harness's provider gateway."""
     if events is None:
@@ -120,11 +112,11 @@ def show_transcript(events: list[dict] | None) -> None:
                 show_text(event.get("system") or "", limit=None)
                 show_text(event.get("instructions") or "", limit=None)
         elif kind == "response":
-            message = event.get("message") or {}
+            message = event.get("message")
             with st.chat_message("assistant"):
                 st.caption(f"{at} · {literal(event.get('seconds'))} s · "
                            f"usage {literal(event.get('usage'))}")  # fmt: skip
-                if message.get("content"):
+                if isinstance(message, dict) and message.get("content"):
                     show_text(message["content"], code=False)
         elif kind == "tool":
             with st.chat_message("user", avatar=":material/terminal:"):
@@ -142,19 +134,18 @@ def show_transcript(events: list[dict] | None) -> None:
                 show_text(event["provider_error"])
 
 
-def show_sandbox(record: dict) -> None:
+def show_sandbox(record: Record) -> None:
     """What the sandbox noted, the workspace's use at the end, and, when the disk cap ended the
     attempt, the listing of what it held (file names are the agent's: shown as text)."""
-    notes = record.get("sandbox_notes")
-    notes = [] if notes is None or isinstance(notes, float) else list(notes)  # NULL: None/NaN
+    recorded = record.get("sandbox_notes")
+    notes = list(recorded) if isinstance(recorded, list | tuple) else []  # NULL: None
     if not notes:
         st.caption("No sandbox notes (records before schema 4 have none).")
     else:
         show_text("\n".join(str(n) for n in notes), limit=None)
-    used = {k: record.get(k) for k in ("workspace_bytes", "workspace_files")}
-    if all(v is not None and v == v for v in used.values()):
-        st.caption(f"workspace at the end: {used['workspace_bytes']:,} bytes in "
-                   f"{used['workspace_files']:,} files")  # fmt: skip
+    size, files = record.get("workspace_bytes"), record.get("workspace_files")
+    if isinstance(size, int) and isinstance(files, int):
+        st.caption(f"workspace at the end: {size:,} bytes in {files:,} files")
     if record.get("workspace_removed"):
         st.warning("The disk cap ended this attempt: nothing it wrote was kept. Its listing:")
         listing = run_files.run_file_preview(record, "workspace_listing_path")
@@ -171,23 +162,23 @@ def _usage_value(value: object) -> str:
     return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
 
 
-def show_twins(path: Path, suite: str | None, record: dict) -> None:
+def show_twins(path: Path, suite: str | None, record: Record) -> None:
     """The other attempts of the task, in the suite shown, that submitted the same answer (same
     canonical fingerprint): a replay when of the same setting. Ids are shown in a table, never as
     Markdown."""
-    if record.get("submission_normalized_sha256") is None:
+    fingerprint, budget = record.get("submission_normalized_sha256"), record.get("budget_seconds")
+    if fingerprint is None:
         st.caption(
             "Twins: this attempt has no submission fingerprint (only successful attempts of "
             "records from schema 5 on, and imported runs whose source recorded one, have it)."
         )
         return
-    if record.get("budget_seconds") is None or record["budget_seconds"] != record["budget_seconds"]:
+    if not isinstance(budget, int):  # NULL
         st.caption("Twins: this imported attempt has no budget, so it belongs to no setting and "
                    "is not compared with others.")  # fmt: skip
         return
-    key = ("task_id", "submission_normalized_sha256", "agent_id", "budget_seconds")
-    twin_key = (suite, *(record[k] for k in key))
-    twins = query("submission_twins", path, record["run_id"], twin_key)
+    twin_key = (suite, str(record["task_id"]), str(fingerprint), str(record["agent_id"]), budget)
+    twins = query(queries.submission_twins, path, str(record["run_id"]), twin_key)
     if twins.empty:
         st.caption("Twins: none. No other attempt of this task submitted the same answer.")
         return
@@ -202,7 +193,7 @@ def show_twins(path: Path, suite: str | None, record: dict) -> None:
     table(twins, TWIN_COLUMNS)
 
 
-def show_source_fields(record: dict) -> None:
+def show_source_fields(record: Record) -> None:
     """An imported attempt's extra fields from its source, as a field/value table (the values
     are the source's data: shown as table cells, clipped, never as Markdown)."""
     fields = run_files.run_source_fields(record)
@@ -213,7 +204,7 @@ def show_source_fields(record: dict) -> None:
     table(fields)
 
 
-def show_record(record: dict) -> None:
+def show_record(record: Record) -> None:
     """Every field the attempt recorded, one per row (values an agent controls are table cells,
     never Markdown; long ones clipped)."""
     fields = run_files.record_fields(record)
@@ -257,36 +248,6 @@ TWIN_COLUMNS = [
     "created_at",
     "run_id",
 ]
-st.title("Run explorer")
-path = snapshot_or_stop()
-filters = current_filters(path)
-filters_note(filters)
-
-options = query("filter_options", path, filters.suite)
-statuses = tuple(st.multiselect("Statuses", options["statuses"], key="statuses"))
-# filters run in SQL; only the newest RUN_ROWS matching attempts travel to the browser
-total = query("run_count", path, filters, statuses)
-shown = query("runs", path, filters, statuses, queries.RUN_ROWS)
-if total > len(shown):
-    st.caption(
-        f"{total:,} attempts match; showing the newest {len(shown):,} "
-        "(narrow the sidebar filters, or download them all)."
-    )
-else:
-    st.caption(f"{total:,} attempts match.")
-every = st.toggle("Every column", key="run_columns_all", help=", ".join(
-    label(c) for c in MORE_RUN_COLUMNS))  # fmt: skip
-table(
-    shown,
-    [*RUN_COLUMNS[:-1], *MORE_RUN_COLUMNS, RUN_COLUMNS[-1]] if every else RUN_COLUMNS,
-)
-st.download_button(
-    "Download the matching attempts (CSV)",
-    lambda: queries.runs(connection(path), filters, statuses).to_csv(index=False).encode("utf-8"),
-    file_name="runs.csv",
-    mime="text/csv",
-    key="download-runs",
-)
 
 
 @st.fragment
@@ -334,6 +295,33 @@ def show_attempt(path: Path, suite: str | None, spaces: dict[str, str]) -> None:
             show_text(text, limit=None, where=tab)
 
 
-if not shown.empty:
-    show_attempt(path, filters.suite, dict(zip(shown["run_id"], shown["run_space"], strict=True)))
-footer(path)
+with page("Run explorer") as view:
+    options = view.query(queries.filter_options, view.filters.suite)
+    statuses = tuple(st.multiselect("Statuses", options["statuses"], key="statuses"))
+    # filters run in SQL; only the newest RUN_ROWS matching attempts travel to the browser
+    total = view.query(queries.run_count, view.filters, statuses)
+    shown = view.query(queries.runs, view.filters, statuses, queries.RUN_ROWS)
+    if total > len(shown):
+        st.caption(
+            f"{total:,} attempts match; showing the newest {len(shown):,} "
+            "(narrow the sidebar filters, or download them all)."
+        )
+    else:
+        st.caption(f"{total:,} attempts match.")
+    every = st.toggle("Every column", key="run_columns_all", help=", ".join(
+        label(c) for c in MORE_RUN_COLUMNS))  # fmt: skip
+    table(
+        shown,
+        [*RUN_COLUMNS[:-1], *MORE_RUN_COLUMNS, RUN_COLUMNS[-1]] if every else RUN_COLUMNS,
+    )
+    path, filters = view.path, view.filters
+    st.download_button(
+        "Download the matching attempts (CSV)",
+        lambda: queries.runs(connection(path), filters, statuses).to_csv(index=False).encode(),
+        file_name="runs.csv",
+        mime="text/csv",
+        key="download-runs",
+    )
+    if not shown.empty:
+        spaces = dict(zip(shown["run_id"].astype(str), shown["run_space"].astype(str), strict=True))
+        show_attempt(view.path, view.filters.suite, spaces)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import pandas as pd
 
@@ -40,7 +41,7 @@ class Column:
     label: str
     kind: str = "text"
     help: str | None = None
-    width: int | str | None = None  # pixels, or "small" / "medium" / "large"
+    width: int | Literal["small", "medium", "large"] | None = None  # pixels, or a named size
 
 
 COVERAGE_HELP = (
