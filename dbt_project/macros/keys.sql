@@ -5,7 +5,9 @@
     the plain column list and equality: DuckDB plans it as before. -#}
 
 {#- A setting: one agent's attempts at one task under one time budget, within one suite (the
-    grain of setting_scores, setting_success_rates, coverage, setting_costs, ...). -#}
+    grain of setting_scores, setting_success_rates, coverage, setting_costs, ...). The runner's
+    setting key (runner.settings.setting_key, 'agent/task/budget') names one within a suite; the
+    bootstrap hashes that one (macros/bootstrap_hash.sql), so its draws ignore the suite. -#}
 {% macro setting_key() -%}
     {{ return(['suite_id', 'agent_id', 'task_id', 'budget_seconds']) }}
 {%- endmacro %}

@@ -27,8 +27,7 @@ suite_settings as (
 
 ),
 
--- each run of a suite's folder, once per suite that reads the folder
-folder_runs as (
+suite_runs as (
 
     select
         suites.suite_id,
@@ -37,15 +36,13 @@ folder_runs as (
     from runs
     inner join suites
         on runs.run_space = suites.runs_subdir
+    -- the setting key spelled out: the run has no suite yet, its suite is the folder's
+    inner join suite_settings
+        on suites.suite_id = suite_settings.suite_id
+        and runs.agent_id = suite_settings.agent_id
+        and runs.task_id = suite_settings.task_id
+        and runs.budget_seconds = suite_settings.budget_seconds
     where runs.load_source = 'tmlbench'
-
-),
-
-suite_runs as (
-
-    select folder_runs.*
-    from folder_runs
-    inner join suite_settings on {{ same_setting('folder_runs', 'suite_settings') }}
 
 ),
 
