@@ -4,8 +4,9 @@
 
     Tagged cross_mart: it compares two models the same build made from the same runs, so it
     guards the models' SQL rather than the data, and the test suite's many small builds skip it
-    (--exclude tag:cross_mart, tests/support/dbt_builds.py); every other build runs it (make
-    run, the Dagster asset checks, `tmlbench warehouse build`, the cross-check test). -#}
+    (build_marts(..., exclude=warehouse.marts.CROSS_MART_TESTS): --exclude tag:cross_mart);
+    every other build runs it (make run, the Dagster asset checks, `tmlbench warehouse build`,
+    the golden and cross-check tests). -#}
 {% test composite_relationships(model, to, columns) %}
 {{ config(tags=['cross_mart']) }}
 select {% for column in columns %}child.{{ column }}{{ ", " if not loop.last }}{% endfor %}
