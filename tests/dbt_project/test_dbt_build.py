@@ -22,7 +22,7 @@ from tools.dbt_warehouse import (
     read_mart,
 )
 from tools.records import make_record as run_record
-from warehouse.marts import build_marts
+from warehouse.marts import CROSS_MART_TESTS, build_marts
 
 # The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.
 PUBLIC_MARTS = {
@@ -106,6 +106,9 @@ def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, arti
 
     assert result.count("error") == result.count("fail") == 0
     assert sum(1 for n in result.nodes if n.unique_id.startswith("unit_test.")) >= 9
+    # a build runs the cross-mart tests unless told not to (the other builds here skip them)
+    cross_mart = {n.unique_id for n in result.nodes if ".composite_relationships_" in n.unique_id}
+    assert len(cross_mart) >= 20 and result.count("pass") > len(cross_mart)
     columns = _columns(path)
     assert not any(schema.endswith("_marts") for schema, _ in columns)
     for mart, expected in PUBLIC_MARTS.items():
@@ -136,7 +139,9 @@ def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path
     insert_tasks(path, {"t1": ("maximize", dt.date(2025, 6, 1))})
     insert_agents(path, {"a": dt.date(2025, 6, 1), "b": None})
 
-    build_marts(path, artifacts_dir=artifacts)
+    result = build_marts(path, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
+    assert not [n.unique_id for n in result.nodes if ".composite_relationships_" in n.unique_id]
+    assert result.count("pass") > 0
 
     # nobody has 5 successes on t2 at 60 s: no one is ranked, coverage says why
     coverage = read_mart(path, "coverage").set_index(["agent_id", "task_id", "budget_seconds"])
@@ -158,7 +163,7 @@ def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path
     with duckdb.connect(str(path)) as con:
         con.execute("delete from raw.runs where task_id = 't2'")
         con.execute("delete from raw.suite_settings where task_id = 't2'")
-    build_marts(path, artifacts_dir=artifacts)
+    build_marts(path, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
     board = read_mart(path, "leaderboard")
     assert len(board) == 6
     best = board[board["variant"] == "best_budget"].set_index("agent_id")
@@ -197,7 +202,7 @@ def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifac
     # imported runs: their source is their suite, which has no suite file: ceiling unknown
     insert_runs(path, faults("imported", 4, None), source="tml-bench", run_space="tml-bench")
     insert_suites(path, {"strict": 3, "loose": 5})
-    build_marts(path, artifacts_dir=artifacts)
+    build_marts(path, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
 
     rates = read_mart(path, "setting_success_rates").set_index("agent_id")
     assert rates["n_harness_error"].to_dict() == {
@@ -220,7 +225,9 @@ def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifac
     # the ceiling raised in the suite file (reloaded into raw.suites): no longer reached
     with duckdb.connect(str(path)) as con:
         con.execute("update raw.suites set harness_error_ceiling = 4 where suite_id = 'strict'")
-    build_marts(path, select="setting_success_rates+", artifacts_dir=artifacts)
+    build_marts(
+        path, select="setting_success_rates+", artifacts_dir=artifacts, exclude=CROSS_MART_TESTS
+    )
     rates = read_mart(path, "setting_success_rates").set_index("agent_id")
     assert not rates["harness_error_ceiling_reached"].any()
 
@@ -298,7 +305,7 @@ def test_two_suites_in_one_warehouse_give_each_suite_what_it_gives_alone(
         insert_suites(path, {"s1": 3, "s2": 3})
         insert_tasks(path, {"t1": ("maximize", None), "t2": ("maximize", None)})
         insert_agents(path, {"a": None, "b": None, "c": None})
-        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts)
+        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
 
     expected, actual = _rows(alone, "s1"), _rows(together, "s1")
     assert expected.keys() == actual.keys()
@@ -335,7 +342,7 @@ def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
     with duckdb.connect(str(paths["together"])) as con:  # suite c: a's folder, x's settings
         declare_suite(con, "c", "a", agents=["x"])
     for path in paths.values():
-        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts)
+        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
 
     together = {suite: _rows(paths["together"], suite) for suite in ("a", "b", "c")}
     for suite in ("a", "b", "c"):
@@ -393,7 +400,12 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
     insert_agents(path, {agent: None for agent in [*quality, "z"]})
     with duckdb.connect(str(path)) as con:
         declare_suite(con, "sane", "absurd", agents=list(quality))
-    build_marts(path, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=artifacts)
+    build_marts(
+        path,
+        dbt_vars={"bootstrap_replicates": 20},
+        artifacts_dir=artifacts,
+        exclude=CROSS_MART_TESTS,
+    )
 
     def numbers(suite: str) -> dict[str, pd.DataFrame]:
         out = {}
@@ -451,7 +463,12 @@ def test_a_suite_with_three_attempts_ranks_its_agents_and_a_partial_one_is_provi
             "insert or ignore into raw.suite_settings select 'part', agent, task, 60 "
             "from (values ('x'), ('y')) as a(agent), (values ('t1'), ('t2')) as t(task)"
         )
-    build_marts(path, dbt_vars={"bootstrap_replicates": 20}, artifacts_dir=artifacts)
+    build_marts(
+        path,
+        dbt_vars={"bootstrap_replicates": 20},
+        artifacts_dir=artifacts,
+        exclude=CROSS_MART_TESTS,
+    )
 
     board = read_mart(path, "leaderboard").query("variant == 'best_budget'")
     assert board.set_index("agent_id").query("suite_id == 'three'")["rank"].to_dict() == {

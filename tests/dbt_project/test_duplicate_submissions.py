@@ -14,7 +14,7 @@ from tools.dbt_warehouse import count_every_setting, read_mart
 from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
-from warehouse.marts import build_marts
+from warehouse.marts import CROSS_MART_TESTS, build_marts
 
 
 def sha(text: str) -> str:
@@ -100,7 +100,12 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         con.close()
     count_every_setting(path)  # the suite file: every setting of its folder
-    build_marts(path, dbt_vars={"bootstrap_replicates": 5}, artifacts_dir=root / "dbt")
+    build_marts(
+        path,
+        dbt_vars={"bootstrap_replicates": 5},
+        artifacts_dir=root / "dbt",
+        exclude=CROSS_MART_TESTS,
+    )
     return path
 
 
@@ -186,7 +191,12 @@ def test_a_replay_after_the_counted_attempts_is_flagged_but_not_counted(
         assert load_runs(con, tmp_path / "runs").new == 1
     finally:
         con.close()
-    build_marts(path, dbt_vars={"bootstrap_replicates": 5}, artifacts_dir=tmp_path / "dbt")
+    build_marts(
+        path,
+        dbt_vars={"bootstrap_replicates": 5},
+        artifacts_dir=tmp_path / "dbt",
+        exclude=CROSS_MART_TESTS,
+    )
 
     groups = read_mart(path, "duplicate_submissions").set_index("submission_normalized_sha256")
     assert len(groups) == 3

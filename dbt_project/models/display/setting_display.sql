@@ -37,21 +37,14 @@ joined as (
         ) as stopped_at_provider_error_ceiling
 
     from scores
-    left join coverage
-        on scores.suite_id = coverage.suite_id
-        and scores.agent_id = coverage.agent_id
-        and scores.task_id = coverage.task_id
-        and scores.budget_seconds = coverage.budget_seconds
+    left join coverage on {{ same_setting('scores', 'coverage') }}
 
 ),
 
 final as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         metric_direction,
         median_score,
         q1,

@@ -27,14 +27,11 @@ normalized as (
         {{ anchored_points(
             'medians.median_score_hib',
             'anchors.trivial_score_hib',
-            'medians.suite_id, medians.replicate, medians.task_id, medians.budget_seconds'
+            cell_columns('medians') ~ ', medians.replicate'
         ) }} as points
 
     from medians
-    left join anchors
-        on medians.suite_id = anchors.suite_id
-        and medians.task_id = anchors.task_id
-        and medians.budget_seconds = anchors.budget_seconds
+    left join anchors on {{ same_cell('medians', 'anchors') }}
 
 ),
 

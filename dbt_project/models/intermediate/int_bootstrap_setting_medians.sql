@@ -21,16 +21,13 @@ counted as (
 settings as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         count(*)::ubigint as n_counted,
         {{ bootstrap_setting_key('agent_id', 'task_id', 'budget_seconds') }} as setting_key,
-        row_number() over (order by suite_id, agent_id, task_id, budget_seconds) as setting_id
+        row_number() over (order by {{ setting_columns() }}) as setting_id
 
     from counted
-    group by suite_id, agent_id, task_id, budget_seconds
+    group by {{ setting_columns() }}
 
 ),
 
@@ -42,11 +39,7 @@ counted_attempts as (
         counted.score_hib
 
     from counted
-    inner join settings
-        on counted.suite_id = settings.suite_id
-        and counted.agent_id = settings.agent_id
-        and counted.task_id = settings.task_id
-        and counted.budget_seconds = settings.budget_seconds
+    inner join settings on {{ same_setting('counted', 'settings') }}
 
 ),
 
@@ -134,9 +127,7 @@ medians as (
 
     from drawn
     inner join settings on drawn.setting_id = settings.setting_id
-    group by
-        settings.suite_id, drawn.replicate, settings.agent_id, settings.task_id,
-        settings.budget_seconds
+    group by {{ setting_columns('settings') }}, drawn.replicate
 
 )
 

@@ -46,9 +46,7 @@ anchored as (
 cells as (
 
     select
-        suite_id,
-        task_id,
-        budget_seconds,
+        {{ cell_columns() }},
         -- the latest counted attempt's (created_at, then run_id)
         arg_max(trivial_score, (created_at, run_id))::double as trivial_score,
         arg_max(trivial_score_hib, (created_at, run_id))::double as trivial_score_hib,
@@ -56,7 +54,7 @@ cells as (
         count(*)::bigint as n_counted_with_trivial_score
 
     from anchored
-    group by suite_id, task_id, budget_seconds
+    group by {{ cell_columns() }}
 
 )
 

@@ -8,17 +8,14 @@ with
 successes as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         run_id,
         created_at,
         score,
         score_hib,
         submission_normalized_sha256,
         row_number() over (
-            partition by suite_id, agent_id, task_id, budget_seconds
+            partition by {{ setting_columns() }}
             order by created_at, run_id
         ) as success_index
 

@@ -36,6 +36,7 @@ suite_runs as (
     from runs
     inner join suites
         on runs.run_space = suites.runs_subdir
+    -- the setting key spelled out: the run has no suite yet, its suite is the folder's
     inner join suite_settings
         on suites.suite_id = suite_settings.suite_id
         and runs.agent_id = suite_settings.agent_id

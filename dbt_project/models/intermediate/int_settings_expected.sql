@@ -19,8 +19,7 @@ suites as (
 
 listed as (
 
-    select suite_settings.suite_id, suite_settings.agent_id, suite_settings.task_id,
-        suite_settings.budget_seconds
+    select {{ setting_columns('suite_settings') }}
     from {{ ref('stg_raw__suite_settings') }} as suite_settings
     inner join suites
         on suite_settings.suite_id = suites.suite_id
@@ -46,7 +45,7 @@ agents_seen as (
 
 cells_seen as (
 
-    select distinct suite_id, task_id, budget_seconds from imported_runs
+    select distinct {{ cell_columns() }} from imported_runs
 
 ),
 
@@ -71,25 +70,19 @@ settings as (
 setting_successes as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         count(*) as attempts,
         count(*) filter (where status = 'success') as successes
 
     from runs
-    group by suite_id, agent_id, task_id, budget_seconds
+    group by {{ setting_columns() }}
 
 ),
 
 expected as (
 
     select
-        settings.suite_id,
-        settings.agent_id,
-        settings.task_id,
-        settings.budget_seconds,
+        {{ setting_columns('settings') }},
         coalesce(setting_successes.attempts, 0) as attempts,
         coalesce(setting_successes.successes, 0) as successes,
         suites.counted_successes
@@ -97,11 +90,7 @@ expected as (
     from settings
     inner join suites
         on settings.suite_id = suites.suite_id
-    left join setting_successes
-        on settings.suite_id = setting_successes.suite_id
-        and settings.agent_id = setting_successes.agent_id
-        and settings.task_id = setting_successes.task_id
-        and settings.budget_seconds = setting_successes.budget_seconds
+    left join setting_successes on {{ same_setting('settings', 'setting_successes') }}
 
 ),
 

@@ -28,10 +28,7 @@ rates as (
 final as (
 
     select
-        expected.suite_id,
-        expected.agent_id,
-        expected.task_id,
-        expected.budget_seconds,
+        {{ setting_columns('expected') }},
         expected.attempts::bigint as attempts,
         expected.successes::bigint as successes,
         expected.missing::bigint as missing,
@@ -50,11 +47,7 @@ final as (
     left join covered
         on expected.suite_id = covered.suite_id
         and expected.agent_id = covered.agent_id
-    left join rates
-        on expected.suite_id = rates.suite_id
-        and expected.agent_id = rates.agent_id
-        and expected.task_id = rates.task_id
-        and expected.budget_seconds = rates.budget_seconds
+    left join rates on {{ same_setting('expected', 'rates') }}
 
 )
 

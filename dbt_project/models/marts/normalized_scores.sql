@@ -28,25 +28,19 @@ settings as (
     inner join covered
         on setting_scores.suite_id = covered.suite_id
         and setting_scores.agent_id = covered.agent_id
-    left join anchors
-        on setting_scores.suite_id = anchors.suite_id
-        and setting_scores.task_id = anchors.task_id
-        and setting_scores.budget_seconds = anchors.budget_seconds
+    left join anchors on {{ same_cell('setting_scores', 'anchors') }}
 
 ),
 
 normalized as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         median_score_hib,
         trivial_score_hib,
         ({{ below_anchor('median_score_hib', 'trivial_score_hib') }})::boolean as below_trivial,
-        ({{ anchored_points('median_score_hib', 'trivial_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points,
-        ({{ min_max_points('median_score_hib', 'suite_id, task_id, budget_seconds') }})::double as points_paper
+        ({{ anchored_points('median_score_hib', 'trivial_score_hib', cell_columns()) }})::double as points,
+        ({{ min_max_points('median_score_hib', cell_columns()) }})::double as points_paper
 
     from settings
 

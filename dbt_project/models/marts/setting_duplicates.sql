@@ -29,10 +29,7 @@ twins as (
 all_attempts as (
 
     select
-        runs.suite_id,
-        runs.agent_id,
-        runs.task_id,
-        runs.budget_seconds,
+        {{ setting_columns('runs') }},
         count(*) filter (where runs.status = 'success') as successes,
         count(runs.submission_normalized_sha256) as n_fingerprinted,
         count(distinct runs.submission_normalized_sha256) as n_distinct_submissions,
@@ -44,33 +41,27 @@ all_attempts as (
     left join twins
         on runs.suite_id = twins.suite_id
         and runs.run_id = twins.run_id
-    group by runs.suite_id, runs.agent_id, runs.task_id, runs.budget_seconds
+    group by {{ setting_columns('runs') }}
 
 ),
 
 counted_attempts as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         count(*) as n_counted,
         count(submission_normalized_sha256) as n_counted_fingerprinted,
         count(distinct submission_normalized_sha256) as n_distinct_counted_submissions
 
     from counted
-    group by suite_id, agent_id, task_id, budget_seconds
+    group by {{ setting_columns() }}
 
 ),
 
 final as (
 
     select
-        a.suite_id,
-        a.agent_id,
-        a.task_id,
-        a.budget_seconds,
+        {{ setting_columns('a') }},
         a.successes::bigint as successes,
         a.n_fingerprinted::bigint as n_fingerprinted,
         a.n_distinct_submissions::bigint as n_distinct_submissions,
@@ -88,11 +79,7 @@ final as (
         a.n_counted_shared_with_other_agents::bigint as n_counted_shared_with_other_agents
 
     from all_attempts as a
-    left join counted_attempts as c
-        on a.suite_id = c.suite_id
-        and a.agent_id = c.agent_id
-        and a.task_id = c.task_id
-        and a.budget_seconds = c.budget_seconds
+    left join counted_attempts as c on {{ same_setting('a', 'c') }}
 
 )
 

@@ -26,10 +26,7 @@ suites as (
 setting_ks as (
 
     select
-        settings.suite_id,
-        settings.agent_id,
-        settings.task_id,
-        settings.budget_seconds,
+        {{ setting_columns('settings') }},
         settings.agent_attempts as n,
         settings.successes as c,
         settings.success_rate,
@@ -44,25 +41,20 @@ setting_ks as (
 cell_scales as (
 
     select
-        suite_id,
-        task_id,
-        budget_seconds,
+        {{ cell_columns() }},
         any_value(trivial_score_hib) as trivial_score_hib,
         min(median_score_hib) filter (where not coalesce(below_trivial, false)) as low,
         max(median_score_hib) filter (where not coalesce(below_trivial, false)) as high
 
     from {{ ref('normalized_scores') }}
-    group by suite_id, task_id, budget_seconds
+    group by {{ cell_columns() }}
 
 ),
 
 attempt_points as (
 
     select
-        runs.suite_id,
-        runs.agent_id,
-        runs.task_id,
-        runs.budget_seconds,
+        {{ setting_columns('runs') }},
         ({{ attempt_points(
             "runs.status = 'success'", 'runs.score_hib',
             'cell_scales.trivial_score_hib', 'cell_scales.low', 'cell_scales.high'
@@ -70,10 +62,7 @@ attempt_points as (
         runs.run_id
 
     from {{ ref('int_setting_runs') }} as runs
-    inner join cell_scales
-        on runs.suite_id = cell_scales.suite_id
-        and runs.task_id = cell_scales.task_id
-        and runs.budget_seconds = cell_scales.budget_seconds
+    inner join cell_scales on {{ same_cell('runs', 'cell_scales') }}
     where {{ agents_own_attempt('runs.status') }}
 
 ),
@@ -84,7 +73,7 @@ sorted_points as (
         *,
         -- 1 = the lowest points; ties in any order (equal values weigh the same)
         row_number() over (
-            partition by suite_id, agent_id, task_id, budget_seconds order by points, run_id
+            partition by {{ setting_columns() }} order by points, run_id
         ) as points_index
 
     from attempt_points
@@ -94,10 +83,7 @@ sorted_points as (
 expected_worst as (
 
     select
-        setting_ks.suite_id,
-        setting_ks.agent_id,
-        setting_ks.task_id,
-        setting_ks.budget_seconds,
+        {{ setting_columns('setting_ks') }},
         setting_ks.k,
         -- P(the i-th lowest is a k-subset's minimum) = C(n − i, k − 1) ÷ C(n, k)
         --   = k/n · C(n − i, k − 1) ÷ C(n − 1, k − 1)
@@ -108,11 +94,7 @@ expected_worst as (
         ) as expected_worst_points
 
     from setting_ks
-    inner join sorted_points
-        on setting_ks.suite_id = sorted_points.suite_id
-        and setting_ks.agent_id = sorted_points.agent_id
-        and setting_ks.task_id = sorted_points.task_id
-        and setting_ks.budget_seconds = sorted_points.budget_seconds
+    inner join sorted_points on {{ same_setting('setting_ks', 'sorted_points') }}
     where setting_ks.k <= setting_ks.n
     group by all
 
@@ -121,10 +103,7 @@ expected_worst as (
 final as (
 
     select
-        setting_ks.suite_id,
-        setting_ks.agent_id,
-        setting_ks.task_id,
-        setting_ks.budget_seconds,
+        {{ setting_columns('setting_ks') }},
         setting_ks.k::integer as k,
         setting_ks.n::bigint as agent_attempts,
         setting_ks.c::bigint as successes,
@@ -139,10 +118,7 @@ final as (
 
     from setting_ks
     left join expected_worst
-        on setting_ks.suite_id = expected_worst.suite_id
-        and setting_ks.agent_id = expected_worst.agent_id
-        and setting_ks.task_id = expected_worst.task_id
-        and setting_ks.budget_seconds = expected_worst.budget_seconds
+        on {{ same_setting('setting_ks', 'expected_worst') }}
         and setting_ks.k = expected_worst.k
 
 )

@@ -17,26 +17,20 @@ counted as (
 attempt_counts as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         min(metric_direction) as metric_direction,
         count(*) as attempts,
         count(*) filter (where status = 'success') as successes
 
     from runs
-    group by suite_id, agent_id, task_id, budget_seconds
+    group by {{ setting_columns() }}
 
 ),
 
 counted_stats as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         count(*) as n_counted,
         quantile_cont(score, 0.5) as median_score,
         quantile_cont(score, 0.25) as q1,
@@ -46,17 +40,14 @@ counted_stats as (
         quantile_cont(score_hib, 0.5) as median_score_hib
 
     from counted
-    group by suite_id, agent_id, task_id, budget_seconds
+    group by {{ setting_columns() }}
 
 ),
 
 final as (
 
     select
-        attempt_counts.suite_id,
-        attempt_counts.agent_id,
-        attempt_counts.task_id,
-        attempt_counts.budget_seconds,
+        {{ setting_columns('attempt_counts') }},
         attempt_counts.metric_direction,
         counted_stats.median_score::double as median_score,
         counted_stats.q1::double as q1,
@@ -75,11 +66,7 @@ final as (
         attempt_counts.successes::bigint as successes
 
     from attempt_counts
-    left join counted_stats
-        on attempt_counts.suite_id = counted_stats.suite_id
-        and attempt_counts.agent_id = counted_stats.agent_id
-        and attempt_counts.task_id = counted_stats.task_id
-        and attempt_counts.budget_seconds = counted_stats.budget_seconds
+    left join counted_stats on {{ same_setting('attempt_counts', 'counted_stats') }}
 
 )
 

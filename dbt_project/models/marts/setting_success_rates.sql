@@ -41,10 +41,7 @@ suites as (
 counts as (
 
     select
-        suite_id,
-        agent_id,
-        task_id,
-        budget_seconds,
+        {{ setting_columns() }},
         {{ status_counts() }},
         count(*) filter (where status = 'harness_error' and not forgiven)::bigint
             as n_unforgiven_harness_error,
@@ -52,7 +49,7 @@ counts as (
             as n_unforgiven_provider_error
 
     from runs
-    group by suite_id, agent_id, task_id, budget_seconds
+    group by {{ setting_columns() }}
 
 ),
 

@@ -46,7 +46,7 @@ from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, 
 from tools.dbt_warehouse import count_every_setting
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
-from warehouse.marts import build_marts
+from warehouse.marts import CROSS_MART_TESTS, build_marts
 from warehouse.snapshot import publish_snapshot
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
@@ -333,7 +333,12 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
     finally:
         con.close()
     count_every_setting(warehouse)  # a suite of the runs folder, listing the attempt's setting
-    build_marts(warehouse, dbt_vars={"bootstrap_replicates": 5}, artifacts_dir=tmp_path / "dbt")
+    build_marts(
+        warehouse,
+        dbt_vars={"bootstrap_replicates": 5},
+        artifacts_dir=tmp_path / "dbt",
+        exclude=CROSS_MART_TESTS,
+    )
     snapshot = tmp_path / "snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)
     con = connect(snapshot, read_only=True)
