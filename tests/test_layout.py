@@ -1,5 +1,5 @@
-"""The layout holds: test helpers live in tests/support or tools/, never in a test module, and
-runner/ is entered by its rooms.
+"""The layout holds: test helpers live in tests/support or tools/, never in a test module,
+runner/ is entered by its rooms, and each test folder mirrors a folder of the repository.
 
 No module under tests/, tools/ or benchmarks/ imports a test module (``test_*.py``) or a
 ``conftest.py``: pytest loads those itself, and a second import runs them twice under two
@@ -185,3 +185,28 @@ def test_the_product_imports_neither_tools_nor_tests():
         if module.split(".")[0] in ("tools", "tests")
     ]
     assert not found, "\n".join(found)
+
+
+# tests/README.md's layout: a test file sits under the path of what it tests, so every folder of
+# tests holding test modules names a folder of the repository (tests/runner/agents/gateway/ for
+# runner/agents/gateway/, tests/agents/ for the shipped agents in agents/). The exceptions test a
+# behaviour no one folder anchors (the README says why).
+BEHAVIOUR_FOLDERS = {"adversarial"}
+
+
+def test_every_folder_of_tests_mirrors_a_folder_of_the_repository():
+    tests = REPO_ROOT / "tests"
+    folders = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")} - {Path()}
+    assert Path("runner/agents/gateway") in folders, "the layout check found no test folders"
+    stray = sorted(
+        f"tests/{folder}/"
+        for folder in folders
+        if folder.parts[0] not in BEHAVIOUR_FOLDERS and not (REPO_ROOT / folder).is_dir()
+    )
+    assert not stray, (
+        f"{', '.join(stray)}: no such folder in the repository; move each test file to "
+        "tests/<path of the module it tests>"
+    )
+    # every test folder is a package, so two files may share a basename in different folders
+    unpackaged = sorted(f"tests/{f}/" for f in folders if not (tests / f / "__init__.py").is_file())
+    assert not unpackaged, f"{', '.join(unpackaged)}: no __init__.py"

@@ -3,7 +3,7 @@
 The sandbox belongs to the agent, and the tool host with it: a command can kill it, stop it
 or rewrite it (/proc/PID/mem). This stands in for any such takeover. Installed as
 ``toolhost.py`` beside the real one renamed ``honest.py`` (see
-tests/runner/llm/test_llm_agent.py), it serves every request as the real tool host does,
+tests/runner/agents/llm/test_llm_agent.py), it serves every request as the real tool host does,
 except a ``run`` of ``hostile MODE``, which it answers with what MODE says instead:
 
 * garbage: bytes that are not JSON; huge: one 1 GiB line (no newline), until the harness

@@ -581,7 +581,7 @@ def test_perfect_auc(tmp_path):
         n_rows=N,
         metric="auc",
         submission_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-        normalized_sha256=result.normalized_sha256,  # its form: tests/runner/test_fingerprint.py
+        normalized_sha256=result.normalized_sha256,  # its form: test_fingerprint.py
     )
 
 

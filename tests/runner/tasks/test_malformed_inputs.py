@@ -130,7 +130,7 @@ def test_a_truncated_public_file_is_made_anew_by_the_bench_before_any_attempt(wo
     """Prepared data is derived: the bench's prepare step makes a twin whose files no longer
     match its manifest again (byte for byte what it was), so every attempt runs on the data its
     manifest names. A run that meets such a file without preparing is refused
-    (tests/runner/test_preflight.py)."""
+    (tests/runner/suites/test_preflight.py)."""
     env = env_of(world)
     first = tmlbench(env, "bench", "--suite", "tiny")
     assert first.returncode == 0, first.stdout + first.stderr

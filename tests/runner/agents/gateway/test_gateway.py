@@ -561,7 +561,7 @@ def test_a_chat_body_whose_finish_reason_is_error_is_a_fault_and_one_without_is_
     tmp_path: Path,
 ):
     """As the built-in agent's client counts the bodies it reads (both sides are checked
-    alike on generated bodies in tests/runner/test_provider_faults.py)."""
+    alike on generated bodies in tests/runner/agents/test_provider_faults.py)."""
     failed = {"choices": [{"message": {"content": ""}, "finish_reason": "error"}], "usage": {}}
     finished = {"choices": [{"message": {"content": "x"}}], "usage": CHAT_JSON["usage"]}
     with gateway(tmp_path) as g:

@@ -183,7 +183,7 @@ def test_a_provider_fault_is_counted_with_its_evidence(serve, reply, interrupted
 
 @pytest.mark.parametrize("finish", [{}, {"finish_reason": None}, {"finish_reason": "length"}])
 def test_a_complete_body_is_a_step_whatever_its_finish_reason_but_error(serve, finish):
-    """As the gateway counts the JSON bodies it forwards (tests/runner/test_provider_faults.py
+    """As the gateway counts the JSON bodies it forwards (tests/runner/agents/test_provider_faults.py
     checks both sides agree on any body)."""
     choice = {"message": {"role": "assistant", "content": "half"}, **finish}
     body = json.dumps({**COMPLETION, "choices": [choice]}).encode()
