@@ -1,0 +1,57 @@
+"""What the docker sandbox reads of ``docker inspect``'s ``.State`` (runner.sandbox.docker_engine):
+parsed once into ContainerState; the engine's answer never crashes the reader."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runner.sandbox.docker_engine import ContainerState
+
+# As Docker 20.10 printed them on this machine (`docker create`, then `docker start -a`), the
+# second with its exit made an OOM kill's (ExitCode 137, OOMKilled true).
+CREATED = (
+    '{"Status":"created","Running":false,"Paused":false,"Restarting":false,"OOMKilled":false,'
+    '"Dead":false,"Pid":0,"ExitCode":0,"Error":"","StartedAt":"0001-01-01T00:00:00Z",'
+    '"FinishedAt":"0001-01-01T00:00:00Z"}'
+)
+EXITED = (
+    '{"Status":"exited","Running":false,"Paused":false,"Restarting":false,"OOMKilled":true,'
+    '"Dead":false,"Pid":0,"ExitCode":137,"Error":"","StartedAt":"2026-12-05T20:45:51.141144606Z",'
+    '"FinishedAt":"2026-12-05T20:45:51.144354899Z"}'
+)
+
+
+def test_the_engines_state_of_a_container_never_started_and_of_one_that_ran():
+    created = ContainerState.parse(CREATED)
+    assert not created.started and created.exit_code == 0 and not created.oom_killed
+    exited = ContainerState.parse(EXITED)
+    assert exited.started and (exited.exit_code, exited.oom_killed, exited.error) == (137, True, "")
+
+
+def test_what_does_not_parse_is_an_unknown_state():
+    for text in ("", "not json", "[]", '{"ExitCode": "137"}', '{"OOMKilled": 1}'):
+        state = ContainerState.parse(text)
+        assert state == ContainerState() and not state.started and state.exit_code is None
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+KEYS = st.sampled_from(["StartedAt", "Error", "ExitCode", "OOMKilled", "Status", "Pid"])
+
+
+# 150 generated answers: objects with the State's keys and values of any kind, and any JSON.
+@settings(max_examples=150, deadline=None)
+@given(answer=st.dictionaries(KEYS, JSON, max_size=5) | JSON)
+def test_any_answer_is_a_state(answer):
+    state = ContainerState.parse(json.dumps(answer))
+    assert isinstance(state.started, bool) and isinstance(state.error, str)
+    assert state.exit_code is None or type(state.exit_code) is int
+    assert type(state.oom_killed) is bool
