@@ -1,5 +1,6 @@
-"""What the docker sandbox reads of ``docker inspect``'s ``.State`` (runner.sandbox.docker_engine):
-parsed once into ContainerState; the engine's answer never crashes the reader."""
+"""What a sandbox backend reads of its engine's report on the agent's process, parsed once into a
+model: bwrap's status documents (runner.sandbox.launcher.LaunchStatus) and ``docker inspect``'s
+``.State`` (runner.sandbox.docker_engine.ContainerState). No answer crashes the reader."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.sandbox.docker_engine import ContainerState
+from runner.sandbox.launcher import LaunchStatus, parse_status
 
 # As Docker 20.10 printed them on this machine (`docker create`, then `docker start -a`), the
 # second with its exit made an OOM kill's (ExitCode 137, OOMKilled true).
@@ -55,3 +57,38 @@ def test_any_answer_is_a_state(answer):
     assert isinstance(state.started, bool) and isinstance(state.error, str)
     assert state.exit_code is None or type(state.exit_code) is int
     assert type(state.oom_killed) is bool
+
+
+# As bubblewrap 0.8 wrote them on this machine (--json-status-fd), after the launcher's "ok".
+BWRAP_STATUS = (
+    b'ok\n{ "child-pid": 19897, "cgroup-namespace": 4026532259, "ipc-namespace": 4026532190, '
+    b'"mnt-namespace": 4026532184, "net-namespace": 4026532260, "pid-namespace": 4026532255, '
+    b'"uts-namespace": 4026532188 }\n{ "exit-code": 2 }\n'
+)
+
+
+def test_bwraps_status_names_its_child_and_its_exit():
+    assert parse_status(BWRAP_STATUS) == LaunchStatus(launched=True, child_pid=19897, exit_code=2)
+    assert parse_status(b"ok\n") == LaunchStatus(launched=True)  # not bwrap, or it never started
+    assert parse_status(b"") == LaunchStatus(launched=False)  # the launcher failed first
+    # What is not bwrap's shape is skipped; what is not JSON ends the reading.
+    odd = (
+        b'ok\n[1]\n{"child-pid": "7"}\n{"child-pid": 7}\n{"exit-code": 1} garbage {"exit-code": 9}'
+    )
+    assert parse_status(odd) == LaunchStatus(launched=True, child_pid=7, exit_code=1)
+
+
+# 150 generated pipes: "ok" and JSON documents of any shape, then maybe bytes that are no JSON.
+@settings(max_examples=150, deadline=None)
+@given(
+    docs=st.lists(
+        st.dictionaries(st.sampled_from(["child-pid", "exit-code", "x"]), JSON) | JSON, max_size=4
+    ),
+    tail=st.binary(max_size=20),
+)
+def test_any_status_pipe_is_a_launch_status(docs, tail):
+    raw = b"ok\n" + b"\n".join(json.dumps(doc).encode() for doc in docs) + tail
+    status = parse_status(raw)
+    assert status.launched
+    for value in (status.child_pid, status.exit_code):
+        assert value is None or type(value) is int
