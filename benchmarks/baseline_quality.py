@@ -74,10 +74,11 @@ def main() -> None:
             f"{'gap share':>9} {'wall s':>7}"
         )
         for task, record in results:
-            meta = prepared[task.id].private_meta()
+            meta = prepared[task.id].meta()  # twins: both reference scores are there
             metric = get_metric(task.metric.name)
             const, bayes = (
-                metric.higher_is_better(meta[k]) for k in ("constant_score", "bayes_optimal_score")
+                metric.higher_is_better(score)
+                for score in (meta.constant_score, meta.bayes_optimal_score)
             )
             share = (
                 (record.score_hib - const) / (bayes - const)
@@ -86,8 +87,8 @@ def main() -> None:
             )
             score = f"{record.score:9.4f}" if record.score is not None else f"{'-':>9}"
             print(
-                f"{task.id:46} {record.agent_id:16} {record.status:8} {score} {meta['constant_score']:9.4f} "
-                f"{meta['bayes_optimal_score']:9.4f} {share:9.1%} {record.wall_seconds or 0:7.1f}"
+                f"{task.id:46} {record.agent_id:16} {record.status:8} {score} {meta.constant_score:9.4f} "
+                f"{meta.bayes_optimal_score:9.4f} {share:9.1%} {record.wall_seconds or 0:7.1f}"
             )
 
 

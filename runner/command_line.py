@@ -173,11 +173,12 @@ def _exit_if_skipped(problems: list[SpecProblem], kind: str) -> None:
 def _prepared_label(prepared: PreparedTask) -> str:
     if not prepared.exists():
         return "no"
-    meta = prepared.private_meta()
+    meta = prepared.meta()
     manifest = prepared.manifest()
-    label = f"{meta['source']['kind']}, {manifest.rows('train.csv'):,} train / {manifest.rows('test.csv'):,} test"
-    if "bayes_optimal_score" in meta:
-        label += f", bayes {meta['bayes_optimal_score']:.4f}"
+    source = meta.source.kind if meta.source else "by hand"
+    label = f"{source}, {manifest.rows('train.csv'):,} train / {manifest.rows('test.csv'):,} test"
+    if meta.bayes_optimal_score is not None:
+        label += f", bayes {meta.bayes_optimal_score:.4f}"
     return label
 
 

@@ -14,10 +14,9 @@ import json
 import re
 import secrets
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from runner.agents.installs import find_installed
@@ -30,6 +29,7 @@ from runner.sandbox import get_sandbox
 from runner.specs import AgentSpec
 from runner.specs.registry import agent_code_dir, load_task, task_spec_sha256
 from runner.tasks.preparation import prepare_twin
+from runner.tasks.private_meta import TaskMeta
 
 CHECK_TASK = "bank-customer-churn-ict-u-ai"
 CHECK_ROWS = 2000
@@ -120,7 +120,7 @@ def check_agent(
 
     record, provider = run(solve_task_script(), budget, 0)
     run_dir = report.runs_dir / record.run_id
-    steps = _solve_steps(record, provider, run_dir, prepared.private_meta())
+    steps = _solve_steps(record, provider, run_dir, prepared.meta())
     for step in steps:
         if not add(step):
             return _rest_skipped(report, add)
@@ -145,7 +145,7 @@ def _installed_step(agent: AgentSpec, paths: Paths) -> CheckStep:
 
 
 def _solve_steps(
-    record: RunRecord, provider: ScriptedProvider, run_dir: Path, meta: Mapping[str, Any]
+    record: RunRecord, provider: ScriptedProvider, run_dir: Path, meta: TaskMeta
 ) -> list[CheckStep]:
     stderr = _tail(run_dir / "stderr.log") or _tail(run_dir / "stdout.log")
     logs = f"see {run_dir}/stderr.log and stdout.log"
@@ -196,7 +196,7 @@ def _solve_steps(
             f"and check the tool it offers the model; {logs}",
         )
     )
-    constant = meta.get("constant_score")
+    constant = meta.constant_score
     graded = record.status == "success"
     detail = f"status {record.status}"
     if graded:

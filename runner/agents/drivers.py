@@ -35,7 +35,7 @@ from runner.agents.llm.session import LlmSession
 from runner.agents.provider_faults import review as review_faults
 from runner.agents.templates import fill
 from runner.attempts.limits import WatchedCap
-from runner.attempts.records import DriverReport, Verdict
+from runner.attempts.records import DriverReport, EgressReport, ModelUsage, Verdict
 from runner.errors import HarnessError, TmlbenchError
 from runner.sandbox import Bind, Sandbox, SandboxPaths
 from runner.sandbox.views import private_dir
@@ -234,24 +234,23 @@ class CommandDriver(ProgramDriver):
         shutil.rmtree(self.control, ignore_errors=True)
 
     def report(self) -> DriverReport:
-        egress = self.proxy.stats()
-        usage: dict[str, object] = {}  # the gateway's count of model usage, if it has one
+        usage = ModelUsage()  # the gateway's count of model usage, if it has one
         transcript = None
         if self.gateway is not None and self.agent.gateway is not None:
-            usage = self.gateway.stats().record_fields(self.agent.gateway.prices)
+            usage = self.gateway.stats().usage(self.agent.gateway.prices, self._fault_evidence)
             if self.gateway.transcript_path.is_file():
                 transcript = self.gateway.transcript_path.name
-        return DriverReport.model_validate(
-            usage
-            | {
-                "egress_requests": egress.requests,
-                "egress_denied": egress.denied,
-                "egress_denied_hosts": egress.denied_hosts or None,
-                "egress_bytes_up": egress.bytes_up,
-                "egress_bytes_down": egress.bytes_down,
-                "transcript_path": transcript,
-                "provider_fault_evidence": self._fault_evidence,
-            }
+        egress = self.proxy.stats()
+        return DriverReport.of(
+            usage,
+            EgressReport(
+                egress_requests=egress.requests,
+                egress_denied=egress.denied,
+                egress_denied_hosts=egress.denied_hosts or None,
+                egress_bytes_up=egress.bytes_up,
+                egress_bytes_down=egress.bytes_down,
+            ),
+            transcript_path=transcript,
         )
 
     def notes(self) -> list[str]:
@@ -310,8 +309,8 @@ class LlmDriver(ProgramDriver):
         shutil.rmtree(self.control, ignore_errors=True)
 
     def report(self) -> DriverReport:
-        fields = self.session.record_fields() | {"provider_fault_evidence": self._fault_evidence}
-        return DriverReport.model_validate(fields)
+        usage = self.session.usage(self._fault_evidence)
+        return DriverReport.of(usage, transcript_path=self.session.transcript_path.name)
 
     def status(self) -> Verdict | None:
         outcome = self.session.outcome

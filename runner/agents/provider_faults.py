@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.agents.redaction import secret_forms
-from runner.attempts.records import Verdict
+from runner.attempts.records import ModelUsage, Verdict
 
 Outcome = Literal["step", "fault", "cut", "refused"]
 
@@ -174,33 +174,52 @@ class CallCounts:
         """Some call's usage is unknown: the attempt consumed more than is counted."""
         return self.unknown_usage_calls > 0
 
-    def record_fields(self, prices: Prices | None) -> dict[str, object]:
+    def model_usage(
+        self,
+        prices: Prices | None,
+        *,
+        fault_evidence: list[str] | None = None,
+        retries: int | None = None,
+        provider_seconds: float | None = None,
+        tool_seconds: float | None = None,
+        rate_limited: int | None = None,
+        other_requests: int | None = None,
+        forbidden_requests: int | None = None,
+    ) -> ModelUsage:
         """The record's usage and call counts, calls still in flight counted as interrupted
-        and of unknown usage.
+        and of unknown usage; the keyword arguments are what only the counter knows (the
+        gateway, or the built-in agent's loop), None where it does not count them.
 
         ``tokens_in`` / ``tokens_out`` (and so the cost) are the steps' tokens, exactly: unknown
         (None) when a step reported no usage, or no call was made, never 0. What other calls
         reported is ``failed_tokens_in/out`` (None when no call was made); how many calls
         reported nothing they owed is ``unknown_usage_calls`` (those totals then undercount
-        what the key paid). ``prices``: None, an unknown cost. The evidence is the driver's
-        to add: only it knows whether it decided.
+        what the key paid). ``prices``: None, an unknown cost. ``fault_evidence`` is the
+        driver's to give: only it knows whether the faults decided the verdict.
         """
         requests = self.requests + self.in_flight
         known = requests > 0 and not self.step_usage_missing
         tokens_in = self.tokens_in if known else None
         tokens_out = self.tokens_out if known else None
-        return {
-            "requests": requests,
-            "steps": self.steps,
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "cost_usd": prices.cost(tokens_in, tokens_out) if prices is not None else None,
-            "provider_faults": self.provider_faults,
-            "interrupted_calls": self.interrupted_calls + self.in_flight,
-            "failed_tokens_in": self.failed_tokens_in if requests else None,
-            "failed_tokens_out": self.failed_tokens_out if requests else None,
-            "unknown_usage_calls": self.unknown_usage_calls + self.in_flight,
-        }
+        return ModelUsage(
+            requests=requests,
+            steps=self.steps,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=prices.cost(tokens_in, tokens_out) if prices is not None else None,
+            provider_faults=self.provider_faults,
+            provider_fault_evidence=fault_evidence,
+            interrupted_calls=self.interrupted_calls + self.in_flight,
+            failed_tokens_in=self.failed_tokens_in if requests else None,
+            failed_tokens_out=self.failed_tokens_out if requests else None,
+            unknown_usage_calls=self.unknown_usage_calls + self.in_flight,
+            retries=retries,
+            provider_seconds=provider_seconds,
+            tool_seconds=tool_seconds,
+            rate_limited=rate_limited,
+            other_requests=other_requests,
+            forbidden_requests=forbidden_requests,
+        )
 
 
 class CallLedger:
@@ -275,10 +294,6 @@ class CallLedger:
             run.append(self._faults[call])
             call -= 1
         return len(run), tuple(reversed(run[:MAX_EVIDENCE]))
-
-    def record_fields(self, prices: Prices | None) -> dict[str, object]:
-        """:meth:`CallCounts.record_fields` of the calls so far."""
-        return self.counts().record_fields(prices)
 
 
 def _counted(counts: CallCounts, outcome: CallOutcome) -> CallCounts:

@@ -140,8 +140,11 @@ class SandboxReport(_Part):
     stderr_path: str | None = None
 
 
-class DriverReport(_Part):
-    """What the agent's driver adds: model usage and egress, counted by the harness."""
+class ModelUsage(_Part):
+    """What the agent's model calls came to, as the harness counted them: the gateway for a
+    command agent (:meth:`runner.agents.gateway.stats.GatewayStats.usage`), the model loop's
+    client for the built-in agent; both by the provider-fault rule
+    (:meth:`runner.agents.provider_faults.CallCounts.model_usage`)."""
 
     # Model usage: from the API's usage fields; unknown stays None, never 0.
     tokens_in: int | None = Field(
@@ -204,6 +207,11 @@ class DriverReport(_Part):
         description="requests off the gateway's allow-list of (method, path), answered 403 "
         "and never forwarded with the key (schema 7; command agents)",
     )
+
+
+class EgressReport(_Part):
+    """What the egress proxy of a command agent counted."""
+
     # Provider-only egress of command agents: what the harness's allow-listing proxy counted.
     egress_requests: int | None = None
     egress_denied: int | None = None
@@ -212,7 +220,27 @@ class DriverReport(_Part):
     )
     egress_bytes_up: int | None = None
     egress_bytes_down: int | None = None
+
+
+class DriverReport(EgressReport, ModelUsage):
+    """What the agent's driver adds: model usage and egress, counted by the harness.
+
+    Its parts are declared in this order (usage, egress, then the transcript) so that the
+    record's fields keep the order the warehouse's columns follow."""
+
     transcript_path: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        usage: ModelUsage | None = None,
+        egress: EgressReport | None = None,
+        *,
+        transcript_path: str | None = None,
+    ) -> DriverReport:
+        parts = [part for part in (usage, egress) if part is not None]
+        values = {name: value for part in parts for name, value in part}
+        return cls.model_validate(values | {"transcript_path": transcript_path})
 
 
 class RunRecord(DriverReport, SandboxReport, Verdict, AttemptSetup):

@@ -17,7 +17,6 @@ dies, and with it the whole pid namespace), and always ``docker rm -f``. Output 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -26,7 +25,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from runner.errors import HarnessError
 from runner.sandbox.base import Sandbox, SandboxPaths, SandboxRequest
@@ -51,6 +49,7 @@ from runner.sandbox.docker_engine import (
     ENGINE_HINT,
     IMAGE,
     IMAGE_HINT,
+    container_state,
     docker_cli,
     docker_problem,
     remove_orphans,
@@ -187,26 +186,25 @@ class DockerSandbox(Sandbox):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            state = self._state(name)
+            state = container_state(self.docker, name)
         finally:
             docker_cli(self.docker, "rm", "-f", "-v", name)
             notes += _stop_pumps(pumps)
             out_log.close()
             err_log.close()
 
-        if state.get("StartedAt", "0001").startswith("0001") and dog.reason is None:
+        if not state.started and dog.reason is None:
             raise HarnessError(
                 f"the docker sandbox container did not start (docker exit {proc.returncode}): "
-                f"{log_head(request.stderr_path) or state.get('Error') or 'no message'}"
+                f"{log_head(request.stderr_path) or state.error or 'no message'}"
             )
-        exit_code = state.get("ExitCode")
         notes += truncation_notes(out_log, err_log)
         ended = Ended(
-            exit_code=exit_code if isinstance(exit_code, int) else None,
+            exit_code=state.exit_code,
             wall_seconds=wall,
             timed_out=dog.timed_out,
             memory_limit_bytes=limits.memory_bytes,
-            oom_kills=1 if state.get("OOMKilled") else 0,
+            oom_kills=1 if state.oom_killed else 0,
             pids_max_events=pid_events,
             notes=notes,
         )
@@ -296,17 +294,6 @@ class DockerSandbox(Sandbox):
             docker_cli(self.docker, "kill", "-s", sig, name, timeout=1.0)
         except HarnessError:
             signal_members(procs, signal.SIGKILL, below_main=False)
-
-    def _state(self, name: str) -> dict[str, Any]:
-        """The container's ``.State`` as ``docker inspect`` prints it ({} if it cannot)."""
-        got = docker_cli(self.docker, "inspect", "--format", "{{json .State}}", name)
-        if got.returncode != 0:
-            return {}
-        try:
-            state = json.loads(got.stdout)
-        except ValueError:
-            return {}
-        return state if isinstance(state, dict) else {}
 
     def _account(self, name: str, result: Ended) -> None:
         mounts = cgroup_mounts()

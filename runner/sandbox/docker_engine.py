@@ -18,6 +18,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+
 from runner.errors import HarnessError
 from runner.sandbox.docker_cgroups import remove_cgroup_parent
 
@@ -29,6 +31,7 @@ ENGINE_HINT = (
 IMAGE_HINT = "build the agent runtime image with `make docker-image`"
 CLI_TIMEOUT = 60.0  # seconds for docker create/inspect/rm; kill gets less
 # Who started an attempt's container (labels tmlbench.<key>), in the order remove_orphans reads.
+NEVER_STARTED = "0001-01-01T00:00:00Z"  # the engine's StartedAt of a container never started
 HARNESS_LABELS = ("harness_pid", "harness_start", "boot_id", "harness_pidns", "harness_container")
 
 
@@ -46,6 +49,38 @@ def docker_cli(
         ) from exc
     except OSError as exc:
         raise HarnessError(f"cannot run the docker CLI ({docker}): {exc}") from exc
+
+
+class ContainerState(BaseModel):
+    """What an attempt reads of a container's ``.State`` as ``docker inspect`` prints it; the
+    engine's other fields are ignored. Empty (never started, no exit code) when the engine
+    gave nothing that parses: then the attempt's own evidence decides (a container that never
+    started is the harness's fault, see ``DockerSandbox``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    started_at: str = Field(default=NEVER_STARTED, alias="StartedAt")
+    error: str = Field(default="", alias="Error")
+    exit_code: StrictInt | None = Field(default=None, alias="ExitCode")
+    oom_killed: StrictBool = Field(default=False, alias="OOMKilled")
+
+    @property
+    def started(self) -> bool:
+        return not self.started_at.startswith(NEVER_STARTED[:4])
+
+    @classmethod
+    def parse(cls, text: str) -> ContainerState:
+        """``docker inspect --format '{{json .State}}'``'s output (empty if it does not parse)."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError:
+            return cls()
+
+
+def container_state(docker: str, name: str) -> ContainerState:
+    """The container's ``.State`` (:class:`ContainerState`; empty if the engine cannot say)."""
+    got = docker_cli(docker, "inspect", "--format", "{{json .State}}", name)
+    return ContainerState.parse(got.stdout) if got.returncode == 0 else ContainerState()
 
 
 def docker_problem(image: str = IMAGE, docker: str | None = None) -> str | None:

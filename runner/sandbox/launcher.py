@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
 from runner.errors import HarnessError
 from runner.sandbox import cgroups
 from runner.sandbox.base import SandboxRequest
@@ -67,11 +69,32 @@ def exit_code_of(returncode: int | None) -> int | None:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def parse_status(raw: bytes) -> tuple[bool, int | None, int | None]:
-    """(launcher ok, bwrap child pid, bwrap exit code) from the status pipe."""
+class _BwrapStatus(BaseModel):
+    """One JSON document bwrap writes on ``--json-status-fd`` (it closes that descriptor in
+    the sandbox, so only bwrap writes there): the first names the child, the last its exit."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    child_pid: StrictInt | None = Field(default=None, alias="child-pid")
+    exit_code: StrictInt | None = Field(default=None, alias="exit-code")
+
+
+@dataclass(frozen=True)
+class LaunchStatus:
+    """What the status pipe said: the launcher's "ok" (it joined the cgroups and set the
+    rlimits), and under bwrap its sandbox's child pid and exit code."""
+
+    launched: bool
+    child_pid: int | None = None
+    exit_code: int | None = None
+
+
+def parse_status(raw: bytes) -> LaunchStatus:
+    """The status pipe's bytes: "ok\\n", then bwrap's JSON documents one after another."""
     text = raw.decode(errors="replace")
-    ok = text.startswith("ok\n")
-    rest = text[3:] if ok else ""
+    if not text.startswith("ok\n"):
+        return LaunchStatus(launched=False)
+    rest = text[3:]
     child_pid = exit_code = None
     decoder = json.JSONDecoder()
     pos = 0
@@ -82,12 +105,15 @@ def parse_status(raw: bytes) -> tuple[bool, int | None, int | None]:
             break
         try:
             doc, pos = decoder.raw_decode(rest, pos)
-        except ValueError:
+        except ValueError:  # not JSON: nothing after it can be read
             break
-        if isinstance(doc, dict):
-            child_pid = doc.get("child-pid", child_pid)
-            exit_code = doc.get("exit-code", exit_code)
-    return ok, child_pid, exit_code
+        try:
+            status = _BwrapStatus.model_validate(doc)
+        except ValidationError:  # no status document of bwrap's: skipped
+            continue
+        child_pid = status.child_pid if status.child_pid is not None else child_pid
+        exit_code = status.exit_code if status.exit_code is not None else exit_code
+    return LaunchStatus(launched=True, child_pid=child_pid, exit_code=exit_code)
 
 
 def _args_fd(args: list[str]) -> int:
@@ -174,16 +200,16 @@ def check_launched(
     killed: bool,
 ) -> None:
     """A sandbox that never started the agent is the harness's fault, not the agent's."""
-    launched, child_pid, _bwrap_exit = parse_status(bytes(output.status))
+    status = parse_status(bytes(output.status))
     if killed:
         return
     exit_code = exit_code_of(proc.returncode)
-    if not launched:
+    if not status.launched:
         raise HarnessError(
             f"the {backend} sandbox launcher failed (exit {exit_code}): "
             f"{log_head(request.stderr_path) or 'no message'}"
         )
-    if launch.bwrap and child_pid is None:
+    if launch.bwrap and status.child_pid is None:
         raise HarnessError(
             f"bubblewrap could not start the sandbox (exit {exit_code}): "
             f"{log_head(request.stderr_path) or 'no message'}. Check that bwrap works here, e.g. "

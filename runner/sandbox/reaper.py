@@ -87,7 +87,7 @@ class Reaper:
         self.notes: list[str] = []
 
     def _bwrap_child(self) -> int | None:
-        return parse_status(bytes(self.output.status))[1]
+        return parse_status(bytes(self.output.status)).child_pid
 
     def all_gone(self) -> bool:
         return self.cg.empty() if self.cg is not None else False

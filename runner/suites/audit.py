@@ -26,15 +26,15 @@ class PreparedFacts(TypedDict):
 def describe_prepared(prepared: PreparedTask) -> PreparedFacts:
     """What a person wants to know about a prepared task: sizes, manifest hash, reference scores."""
     manifest = prepared.manifest()
-    meta = prepared.private_meta()
+    meta = prepared.meta()
     return {
         "train_rows": manifest.rows("train.csv"),
         "test_rows": manifest.rows("test.csv"),
         "columns": manifest.files["train.csv"].columns,
         "manifest_sha256": prepared.manifest_sha256(),
-        "bayes_optimal_score": meta.get("bayes_optimal_score"),
-        "constant_score": meta.get("constant_score"),
-        "source": meta.get("source", {}).get("kind"),
+        "bayes_optimal_score": meta.bayes_optimal_score,
+        "constant_score": meta.constant_score,
+        "source": meta.source.kind if meta.source else None,
     }
 
 

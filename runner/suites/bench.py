@@ -26,6 +26,7 @@ from runner.suites.resumptions import Resumption, append_resumption, forgiven_ru
 from runner.suites.scheduling import AttemptDone, CpuPool, default_workers, host_cpus, run_settings
 from runner.tasks.preparation import prepare_twin
 from runner.tasks.prepared_files import PreparedTask, prepared_task, public_problems, verify_public
+from runner.tasks.private_meta import KaggleSource, TwinSource
 
 
 class Bench:
@@ -256,14 +257,14 @@ def ensure_prepared(
     """Use the task's prepared data if it matches the suite's scale (or is real data); else make the twin."""
     prepared = prepared_task(layout.data_dir, task.id)
     if prepared.exists():
-        source = prepared.private_meta().get("source", {})
+        source = prepared.meta().source
         wanted_rows = suite.twin_rows or (
             task.source.twin.default_rows if task.source.twin else None
         )
-        if source.get("kind") == "kaggle":  # real data is never replaced by a twin
+        if isinstance(source, KaggleSource):  # real data is never replaced by a twin
             verify_public(prepared)
             return prepared
-        if source.get("rows") == wanted_rows and _intact(prepared):
+        if isinstance(source, TwinSource) and source.rows == wanted_rows and _intact(prepared):
             return prepared
     # Missing, at another scale, or changed since: made again (the twin is deterministic).
     return prepare_twin(task, paths.tasks_dir, layout.data_dir, rows=suite.twin_rows)

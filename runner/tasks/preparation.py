@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import shutil
 import tempfile
 import zipfile
@@ -22,6 +21,7 @@ from runner.specs.registry import task_dir
 from runner.tasks.manifest import MANIFEST_FILE, PUBLIC_FILES, Manifest, ManifestFile, ManifestTask
 from runner.tasks.metrics import get_metric, trivial_score
 from runner.tasks.prepared_files import PreparedTask, prepared_task, sha256_file
+from runner.tasks.private_meta import META_FILE, KaggleSource, TaskMeta, TwinSource
 from runner.tasks.twins import load_generator
 
 # Fewer rows cannot be split 80/20 with both classes on both sides reliably.
@@ -55,7 +55,7 @@ def prepare_twin(
     seed = twin_spec.seed if seed is None else seed
     twin = generate(rows, seed)
     _check_columns(task, twin.table, f"twin generator of {task.id}")
-    source: dict[str, object] = {"kind": "twin", "rows": rows, "seed": seed}
+    source = TwinSource(rows=rows, seed=seed)
     return _write_prepared(
         task, tasks_dir, twin.table, prepared_task(data_dir, task.id), source, twin.truth
     )
@@ -73,11 +73,7 @@ def prepare_from_download(
         raise TmlbenchError(f"{origin}: not a readable CSV ({exc})") from exc
     _check_columns(task, table, origin)
     table = table[[task.id_column, *task.feature_columns, task.target_column]]
-    source: dict[str, object] = {
-        "kind": "kaggle",
-        "file": train_name,
-        "sha256": hashlib.sha256(raw).hexdigest(),
-    }
+    source = KaggleSource(file=train_name, sha256=hashlib.sha256(raw).hexdigest())
     return _write_prepared(
         task, tasks_dir, table, prepared_task(data_dir, task.id), source, truth=None
     )
@@ -126,7 +122,7 @@ def _write_prepared(
     tasks_dir: Path,
     table: pd.DataFrame,
     prepared: PreparedTask,
-    source: dict[str, object],
+    source: TwinSource | KaggleSource,
     truth: pd.Series | None,
 ) -> PreparedTask:
     """Split, write public and private files into a fresh folder, then swap it in atomically."""
@@ -153,16 +149,23 @@ def _write_prepared(
         _write_csv(sample, public / "sample_submission.csv")
         shutil.copyfile(task_dir(tasks_dir, task.id) / "description.md", public / "description.md")
         _write_csv(test[[id_col, target]], private / "answers.csv")
-        meta = {"source": source, "constant_score": _constant_score(task, train, test)}
+        bayes_optimal_score = None
         if truth is not None:
             _write_csv(
                 pd.DataFrame({id_col: test[id_col], "truth": truth.loc[test.index]}),
                 private / "truth.csv",
             )
-            meta["bayes_optimal_score"] = get_metric(task.metric.name).score(
-                test[target].to_numpy(), truth.loc[test.index].to_numpy()
+            bayes_optimal_score = float(
+                get_metric(task.metric.name).score(
+                    test[target].to_numpy(), truth.loc[test.index].to_numpy()
+                )
             )
-        _write_json(private / "meta.json", meta)
+        meta = TaskMeta(
+            source=source,
+            constant_score=float(_constant_score(task, train, test)),
+            bayes_optimal_score=bayes_optimal_score,
+        )
+        meta.write(private / META_FILE)
         _manifest(task, public).write(public / MANIFEST_FILE)
         if prepared.root.exists():
             shutil.rmtree(prepared.root)
@@ -198,7 +201,3 @@ def _manifest(task: TaskSpec, public: Path) -> Manifest:
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False, lineterminator="\n")
-
-
-def _write_json(path: Path, payload: dict[str, object]) -> None:
-    path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")

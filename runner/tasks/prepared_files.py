@@ -7,14 +7,13 @@ prepared tasks; only ``runner.tasks.preparation`` makes them.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from runner.errors import TmlbenchError
 from runner.tasks.manifest import MANIFEST_FILE, PUBLIC_FILES, Manifest
+from runner.tasks.private_meta import META_FILE, TaskMeta
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,14 @@ class PreparedTask:
     def manifest_sha256(self) -> str:
         return sha256_file(self.manifest_path)
 
-    def private_meta(self) -> dict[str, Any]:
-        path = self.private / "meta.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    @property
+    def meta_path(self) -> Path:
+        return self.private / META_FILE
+
+    def meta(self) -> TaskMeta:
+        """Its private metadata (:class:`TaskMeta`: empty for a folder prepared by hand);
+        ``TmlbenchError`` naming the file and the field if it is broken."""
+        return TaskMeta.read(self.meta_path)
 
     def trivial_score(self) -> float | None:
         """The trivial prediction's score on this task's holdout (``runner.tasks.metrics.trivial_score``).
@@ -59,22 +63,10 @@ class PreparedTask:
         (a hand-made folder) gets it computed here from its own files, never written back, so
         prepared files only ever change by preparing. None if it is not finite (no anchor).
         """
-        meta_path = self.private / "meta.json"
-        try:
-            value = self.private_meta().get("constant_score")
-        except (OSError, ValueError, AttributeError) as exc:
-            raise TmlbenchError(
-                f"{meta_path}: not readable as the task's metadata ({exc}); "
-                f"re-prepare it: tmlbench tasks prepare {self.root.name}"
-            ) from exc
+        value = self.meta().constant_score
         if value is None:
             value = self._trivial_score_from_files()
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TmlbenchError(
-                f"{meta_path}: constant_score is {value!r}, not a number; "
-                f"re-prepare it: tmlbench tasks prepare {self.root.name}"
-            )
-        return float(value) if math.isfinite(value) else None
+        return value if math.isfinite(value) else None
 
     def _trivial_score_from_files(self) -> float:
         # Imported here: pandas is heavy, and only folders prepared without the score need it.

@@ -16,7 +16,7 @@ Typical use (by the attempt)::
                          transcript_path=run_dir / "transcript.jsonl") as gateway:
         url = gateway_url(gateway.inside_path)      # → "http://127.0.0.1:18081/v1"
         ... run the CLI in the sandbox ...
-    record.update(gateway.stats().record_fields(prices))
+    usage = gateway.stats().usage(prices)          # the record's ModelUsage part
 
 What it accepts (every byte from the sandbox is hostile): HTTP/1.1 (and 1.0) in origin form,
 with keep-alive, one thread per connection, at most ``max_connections`` at once (503 past

@@ -13,6 +13,7 @@ from runner.agents.gateway.replies import Reply
 from runner.agents.llm.client import FATAL_CODES, RETRYABLE_STATUS
 from runner.agents.provider_faults import CallCounts, CallLedger, Prices
 from runner.agents.redaction import secret_forms
+from runner.attempts.records import ModelUsage
 
 QUOTA_HINTS = (  # quota failures of providers that send no FATAL_CODES code
     "exceeded your current quota",
@@ -60,19 +61,23 @@ class GatewayStats(CallCounts):
     forbidden_requests: int = 0
     rejected: int = 0
 
-    def record_fields(self, prices: Prices | None = None) -> dict[str, object]:
+    def usage(
+        self, prices: Prices | None = None, fault_evidence: list[str] | None = None
+    ) -> ModelUsage:
         """The run record's usage and provider-fault fields (see
-        :meth:`CallCounts.record_fields <runner.agents.provider_faults.CallCounts.record_fields>`).
+        :meth:`CallCounts.model_usage <runner.agents.provider_faults.CallCounts.model_usage>`).
 
         ``prices``: the agent spec's ``TokenPrices``, or None for an unknown cost.
         """
-        return super().record_fields(prices) | {
-            "retries": self.retries,
-            "provider_seconds": round(self.provider_seconds, 3),
-            "rate_limited": self.rate_limited,
-            "other_requests": self.other_requests,
-            "forbidden_requests": self.forbidden_requests,
-        }
+        return self.model_usage(
+            prices,
+            fault_evidence=fault_evidence,
+            retries=self.retries,
+            provider_seconds=round(self.provider_seconds, 3),
+            rate_limited=self.rate_limited,
+            other_requests=self.other_requests,
+            forbidden_requests=self.forbidden_requests,
+        )
 
 
 def fatal_error(

@@ -56,6 +56,7 @@ from runner.agents.llm.tools import (
     frame_cap,
     parse_call,
 )
+from runner.attempts.records import ModelUsage
 from runner.specs import AgentSpec
 
 SYSTEM_PROMPT = files(__package__).joinpath("system.md").read_text(encoding="utf-8")
@@ -143,15 +144,16 @@ class LlmSession:
         self._transcript.close()
         return self.outcome
 
-    def record_fields(self) -> dict[str, object]:
+    def usage(self, fault_evidence: list[str] | None = None) -> ModelUsage:
         """Usage and the model calls by the provider-fault rule; the harness's own request
         rate is nothing the agent chose, so ``rate_limited`` stays unset."""
-        return self.client.calls.record_fields(self.llm.prices) | {
-            "retries": self.client.stats.retries,
-            "provider_seconds": round(self.client.stats.seconds, 3),
-            "tool_seconds": round(self.outcome.tool_seconds, 3),
-            "transcript_path": self.transcript_path.name,
-        }
+        return self.client.calls.counts().model_usage(
+            self.llm.prices,
+            fault_evidence=fault_evidence,
+            retries=self.client.stats.retries,
+            provider_seconds=round(self.client.stats.seconds, 3),
+            tool_seconds=round(self.outcome.tool_seconds, 3),
+        )
 
     # -- the loop ------------------------------------------------------------------------------
 

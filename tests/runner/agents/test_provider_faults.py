@@ -20,7 +20,7 @@ from runner.agents.gateway.call_outcomes import classify
 from runner.agents.gateway.reply_parser import ReplyParser
 from runner.agents.llm.client import Failure, _completion, _usage
 from runner.agents.provider_faults import MAX_EVIDENCE, CallLedger, CallOutcome, review
-from runner.attempts.records import STATUSES, Verdict
+from runner.attempts.records import STATUSES, ModelUsage, Verdict
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def test_the_ledger_and_the_attribution_follow_the_rule(
             ledger.end(numbers[event], typing.cast(CallOutcome, sequence[event].outcome()))
             ended.add(event)
         fields, unrecovered, evidence = oracle(sequence[: len(numbers)], ended)
-        assert ledger.record_fields(None) == fields
+        assert ledger.counts().model_usage(None) == ModelUsage(**fields)
         assert ledger.unrecovered() == (unrecovered, tuple(evidence))
         # Bounded memory: of the calls that ended, only faults that may still trail are kept.
         cleared = max((n for n in ended if sequence[n].kind != "fault"), default=-1)
@@ -172,7 +172,7 @@ def test_a_long_attempt_holds_no_memory_for_its_calls():
         number = ledger.start()
         ledger.end(number, CallOutcome("step") if n % 3 else CallOutcome("fault", "HTTP 503"))
     assert (ledger._faults, ledger._in_flight) == ({10_000: "call 10000: HTTP 503"}, set())
-    assert ledger.record_fields(None)["requests"] == 10_000
+    assert ledger.counts().model_usage(None).requests == 10_000
 
 
 def test_evidence_never_holds_the_key():

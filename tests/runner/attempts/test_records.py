@@ -11,6 +11,8 @@ from runner.attempts import limits
 from runner.attempts.records import (
     AttemptSetup,
     DriverReport,
+    EgressReport,
+    ModelUsage,
     RunRecord,
     SandboxReport,
     Verdict,
@@ -64,6 +66,23 @@ def test_a_record_is_assembled_from_its_parts_and_round_trips(tmp_path):
     assert record.instructions_sha256 is None and record.run_id == setup().run_id
     write_record(tmp_path, record)
     assert read_record(tmp_path / "record.json") == record
+
+
+def test_the_drivers_report_is_its_usage_then_its_egress_then_the_transcript():
+    """Declared in that order, so the record's fields (the warehouse's columns) keep theirs."""
+    assert list(DriverReport.model_fields) == [
+        *ModelUsage.model_fields,
+        *EgressReport.model_fields,
+        "transcript_path",
+    ]
+    usage = ModelUsage(requests=3, steps=2, tokens_in=10, provider_fault_evidence=["call 3: x"])
+    egress = EgressReport(egress_requests=1, egress_denied_hosts={"x.org:443": 2})
+    report = DriverReport.of(usage, egress, transcript_path="transcript.jsonl")
+    assert (report.requests, report.steps, report.tokens_in, report.tokens_out) == (3, 2, 10, None)
+    assert report.provider_fault_evidence == ["call 3: x"] and report.egress_requests == 1
+    assert report.egress_denied_hosts == {"x.org:443": 2}
+    assert report.transcript_path == "transcript.jsonl"
+    assert DriverReport.of() == DriverReport()  # a baseline: nothing counted, all unknown
 
 
 def test_a_part_refuses_a_field_it_does_not_declare():

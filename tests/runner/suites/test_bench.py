@@ -22,6 +22,7 @@ from runner.suites.preflight import RunRefused
 from runner.suites.resumptions import RESUMPTIONS_FILE
 from runner.suites.scheduling import AttemptDone, CpuPool, run_settings
 from runner.tasks.preparation import prepared_task
+from runner.tasks.private_meta import TwinSource
 from tests.support.tmlbench_cli import tmlbench
 from tools.records import make_record
 
@@ -94,7 +95,8 @@ def test_the_named_fix_prepares_a_suite_s_task_where_and_as_its_runs_read_it(cli
     result = tmlbench(cli_env, "tasks", "prepare", "--suite", "mini", BANK)
     assert result.returncode == 0, result.stdout + result.stderr
     data = prepared_task(tmp_path / "data" / "mini", BANK)
-    assert data.exists() and data.private_meta()["source"]["rows"] == 400  # the suite's scale
+    assert data.exists() and isinstance(source := data.meta().source, TwinSource)
+    assert source.rows == 400  # the suite's scale
     assert not prepared_task(tmp_path / "data" / "mini", S6E1).exists()  # only the one named
     every = tmlbench(cli_env, "tasks", "prepare", "--suite", "mini")  # no task: all of them
     assert every.returncode == 0 and prepared_task(tmp_path / "data" / "mini", S6E1).exists()

@@ -16,6 +16,7 @@ from runner.grading import grade_submission, load_answers
 from runner.specs import TaskSpec
 from runner.specs.registry import list_tasks, load_task
 from runner.tasks.preparation import PreparedTask, prepare_from_download, prepare_twin
+from runner.tasks.private_meta import KaggleSource
 from tests.support.real_data import BANK, SHARED_DATA, kaggle_download_from_churn_modelling
 
 
@@ -79,8 +80,11 @@ def test_prepare_from_a_kaggle_zip_of_real_data(paths, tmp_path):
     prepared = prepare_from_download(task, paths.tasks_dir, paths.data_dir, archive)
     train = pd.read_csv(prepared.public / "train.csv")
     assert len(train) == 6400 and len(pd.read_csv(prepared.answers_path)) == 1600
-    assert prepared.private_meta()["source"]["kind"] == "kaggle"
-    assert "bayes_optimal_score" not in prepared.private_meta()
+    source = prepared.meta().source
+    assert isinstance(source, KaggleSource) and source.file == "train.csv"
+    assert len(source.sha256) == 64  # of the training file as downloaded
+    assert prepared.meta().bayes_optimal_score is None
+    assert "bayes_optimal_score" not in json.loads(prepared.meta_path.read_text())
     assert prepared.trivial_score() == graded_constant_submission(task, prepared, tmp_path) == 0.5
     first = tree_digest(prepared.root)
     assert (
@@ -146,7 +150,7 @@ def test_the_trivial_score_is_the_graded_score_of_the_training_mean(paths, tmp_p
     task = load_task(paths.tasks_dir, task_id)
     prepared = prepare_twin(task, paths.tasks_dir, paths.data_dir, rows=400)
     trivial = prepared.trivial_score()
-    assert trivial is not None and trivial == prepared.private_meta()["constant_score"]
+    assert trivial is not None and trivial == prepared.meta().constant_score
     assert trivial == graded_constant_submission(task, prepared, tmp_path)
     public = "".join(p.read_text(errors="replace") for p in prepared.public.iterdir())
     assert "constant_score" not in public
@@ -173,8 +177,13 @@ def test_a_task_prepared_without_the_trivial_score_gets_it_from_its_files(paths)
 @pytest.mark.parametrize(
     ("meta", "expected"),
     [
-        ('{"constant_score": "0.5"}', r"constant_score is '0\.5', not a number"),
-        ('{"constant_score": true}', r"constant_score is True, not a number"),
+        ('{"constant_score": "0.5"}', r"constant_score is '0\.5': Input should be a valid number"),
+        ('{"constant_score": true}', r"constant_score is True: Input should be a valid number"),
+        (
+            '{"source": {"kind": "twin", "rows": 2.5}}',
+            r"source\.twin\.rows is 2\.5: .*valid integer",
+        ),
+        ('{"source": {"kind": "twin"}, "constant": 1}', r"source\.twin\.rows: Field required"),
         ("{not json", r"meta\.json: not readable"),
         ("[1, 2]", r"meta\.json: not readable"),
     ],

@@ -421,7 +421,7 @@ def test_usage_and_reply_for_each_protocol(tmp_path: Path, protocol: str, stream
         stats = g.gateway.stats()
         assert (stats.tokens_in, stats.tokens_out) == (11, 7)
         assert (stats.requests, stats.steps, stats.usage_missing) == (1, 1, False)
-        assert stats.record_fields() == {
+        assert stats.usage().model_dump() == {
             "tokens_in": 11,
             "tokens_out": 7,
             "cost_usd": None,
@@ -437,6 +437,8 @@ def test_usage_and_reply_for_each_protocol(tmp_path: Path, protocol: str, stream
             "unknown_usage_calls": 0,
             "other_requests": 0,
             "forbidden_requests": 0,
+            "provider_fault_evidence": None,  # the driver's to give
+            "tool_seconds": None,  # the built-in agent's only
         }
     call = g.events()[1]
     assert call["protocol"] == protocol and call["stream"] is stream
@@ -489,7 +491,7 @@ def test_rate_limits_and_server_errors_are_retries_passed_back(tmp_path: Path, s
         stats = g.gateway.stats()
         assert (stats.requests, stats.retries, stats.steps) == (1, 1, 0)
         assert stats.provider_error is None and not stats.usage_missing
-        assert stats.record_fields()["tokens_in"] == 0  # known: nothing was used
+        assert stats.usage().tokens_in == 0  # known: nothing was used
     call = g.events()[1]
     assert call["status"] == status and call["usage"] is None
     assert call["reply"] == {"error": "(rate_limit) slow down"}
@@ -553,8 +555,8 @@ def test_2xx_without_usage_makes_the_totals_unknown(tmp_path: Path):
         g.post("/v1/chat/completions", REQUEST)
         stats = g.gateway.stats()
         assert stats.usage_missing and stats.steps == 1
-        fields = stats.record_fields()
-        assert fields["tokens_in"] is None and fields["tokens_out"] is None
+        usage = stats.usage()
+        assert usage.tokens_in is None and usage.tokens_out is None
 
 
 def test_a_chat_body_whose_finish_reason_is_error_is_a_fault_and_one_without_is_a_step(
@@ -585,7 +587,7 @@ def test_only_model_endpoints_are_forwarded_with_the_key(tmp_path: Path):
             assert error["code"] == "forbidden" and f"POST {target} is not" in error["message"]
         stats = g.gateway.stats()
         assert g.upstream.seen == [] and (stats.forbidden_requests, stats.rejected) == (4, 0)
-        assert stats.record_fields()["forbidden_requests"] == 4
+        assert stats.usage().forbidden_requests == 4
     forbidden = [e for e in g.events() if e["event"] == "forbidden"]
     assert [e["target"] for e in forbidden] == [
         "/v1/files",
@@ -883,9 +885,9 @@ def test_a_client_that_leaves_mid_stream_is_neither_step_nor_retry(tmp_path: Pat
         stats = g.gateway.stats()
         # Dropped before its usage chunk: interrupted, and its usage unknown, never guessed.
         assert (stats.requests, stats.steps, stats.retries, stats.usage_missing) == (1, 0, 0, True)
-        fields = stats.record_fields()
-        assert (fields["interrupted_calls"], fields["unknown_usage_calls"]) == (1, 1)
-        assert (fields["tokens_in"], fields["tokens_out"]) == (0, 0)  # no step: none, exactly
+        usage = stats.usage()
+        assert (usage.interrupted_calls, usage.unknown_usage_calls) == (1, 1)
+        assert (usage.tokens_in, usage.tokens_out) == (0, 0)  # no step: none, exactly
     call = g.events()[1]
     assert (call["call"], call["interrupted"], call["usage"], call["usage_unknown"]) == (
         1,

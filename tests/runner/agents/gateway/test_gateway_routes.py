@@ -287,9 +287,9 @@ def test_count_tokens_is_an_other_request_with_no_tokens(tmp_path: Path) -> None
         status, _ = g.post("/v1/messages/count_tokens?beta=true", REQUEST)
         assert status == 200
         stats = g.gateway.stats()
-        fields = stats.record_fields()
-        assert (fields["requests"], fields["other_requests"], fields["tokens_in"]) == (0, 1, None)
-        assert (fields["unknown_usage_calls"], fields["forbidden_requests"]) == (0, 0)
+        usage = stats.usage()
+        assert (usage.requests, usage.other_requests, usage.tokens_in) == (0, 1, None)
+        assert (usage.unknown_usage_calls, usage.forbidden_requests) == (0, 0)
     assert g.upstream.seen == [("POST", "/v1/messages/count_tokens?beta=true")]
     [line] = g.events("request")
     assert (line["method"], line["path"], line["status"]) == (

@@ -187,8 +187,8 @@ def test_every_fault_is_counted_apart_from_steps_and_only_the_last_run_is_unreco
     assert stats.unrecovered_faults == n
     expected = [f"call {n + 2 + i}: {evidence}" for i, (_, evidence) in enumerate(cases.values())]
     assert list(stats.fault_evidence) == expected[-5:]
-    fields = stats.record_fields()
-    assert (fields["tokens_in"], fields["steps"], fields["provider_faults"]) == (10, 1, 2 * n)
+    usage = stats.usage()
+    assert (usage.tokens_in, usage.steps, usage.provider_faults) == (10, 1, 2 * n)
 
 
 def test_the_gateways_own_502_and_504_are_faults_with_plain_evidence(tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_a_reply_cut_before_its_end_leaves_the_tokens_known(tmp_path: Path, stre
         stats = gateway.stats()
     assert (stats.steps, stats.provider_faults, stats.interrupted_calls) == (1, 1, 1)
     # The steps' tokens stay known; the cut call owed its usage and never sent it.
-    assert stats.record_fields()["tokens_in"] == 60
+    assert stats.usage().tokens_in == 60
     assert (stats.unknown_usage_calls, stats.usage_missing) == (1, True)
 
 
@@ -276,7 +276,7 @@ def test_a_call_in_flight_when_the_attempt_ends_is_cut_not_a_fault(tmp_path: Pat
     assert (stats.requests, stats.provider_faults, stats.interrupted_calls) == (2, 1, 1)
     assert stats.unrecovered_faults == 0 and stats.fault_evidence == ()
     # The provider had the call and never said what it consumed; the 500 consumed nothing.
-    assert stats.unknown_usage_calls == 1 and stats.record_fields()["unknown_usage_calls"] == 1
+    assert stats.unknown_usage_calls == 1 and stats.usage().unknown_usage_calls == 1
 
 
 def started_calls(gateway: ProviderGateway, n: int) -> None:

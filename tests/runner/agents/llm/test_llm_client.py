@@ -99,9 +99,9 @@ def client(url: str, retries: int = 0, timeout: float = 30) -> ChatClient:
 
 
 def counts(c: ChatClient) -> tuple[object, ...]:
-    f = c.calls.record_fields(None)
-    keys = ("requests", "steps", "provider_faults", "interrupted_calls", "tokens_in")
-    return (*(f[k] for k in keys), (f["failed_tokens_in"], f["failed_tokens_out"]))
+    f = c.calls.counts().model_usage(None)
+    keys = (f.requests, f.steps, f.provider_faults, f.interrupted_calls, f.tokens_in)
+    return (*keys, (f.failed_tokens_in, f.failed_tokens_out))
 
 
 def test_a_complete_reply_is_a_step(serve):
@@ -285,7 +285,7 @@ def test_any_sequence_of_replies_is_counted_by_the_rule(kinds: list[str]):
         if fault is None:
             break
         trailing.insert(0, f"call {number}: {fault}")
-    fields = c.calls.record_fields(None)
+    fields = c.calls.counts().model_usage(None).model_dump()
     steps = sum(step for step, _, _ in classes)
     assert fields == fields | {
         "requests": len(kinds),

@@ -1636,7 +1636,7 @@ def test_the_scientist_solves_a_prepared_twin_end_to_end(small_paths, tmp_path, 
     spec = load_task(small_paths.tasks_dir, task_id)
     answers = pd.read_csv(task.answers_path)
     score = grade_submission(tmp_path / "submission.csv", spec, answers).score
-    constant = task.private_meta()["constant_score"]
+    constant = task.meta().constant_score
     better = score - constant if spec.metric.direction == "maximize" else constant - score
     assert better > 0.05 * abs(constant), (score, constant)
 
