@@ -15,7 +15,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from runner.agents.scripted_provider import (
     OPENAI_CHAT,
     OPENAI_RESPONSES,
     PROTOCOLS,
-    ScriptedProvider,
     ScriptEntry,
     Step,
     cut,
@@ -39,11 +37,10 @@ from runner.agents.scripted_provider import (
     reply,
     stream_error,
 )
+from tests.support.scripted_gateway import KEY, MODEL, behind_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
-KEY = "sk-real-provider-key-0123456789"
-MODEL = "stub/model"
 PATHS = {
     OPENAI_CHAT: "/v1/chat/completions",
     OPENAI_RESPONSES: "/v1/responses",
@@ -98,24 +95,6 @@ def post(socket_path: Path, protocol: str, stream: bool, *, leave: bool = False)
     lines = head_bytes.decode().split("\r\n")
     headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:])}
     return Answer(int(lines[0].split()[1]), headers, rest)
-
-
-@contextlib.contextmanager
-def behind_gateway(
-    tmp_path: Path, script: list, protocol: str, **kw: object
-) -> Iterator[tuple[ProviderGateway, ScriptedProvider]]:
-    with ScriptedProvider(script, api_key=KEY, model=MODEL) as provider:
-        base = provider.base_url if protocol != ANTHROPIC_MESSAGES else provider.root_url
-        gateway = ProviderGateway(
-            tmp_path / "gw.sock",
-            protocol=protocol,  # type: ignore[arg-type]
-            base_url=base,
-            api_key=KEY,
-            transcript_path=tmp_path / "transcript.jsonl",
-            **kw,  # type: ignore[arg-type]
-        )
-        with gateway:
-            yield gateway, provider
 
 
 def wait_for(gateway: ProviderGateway, requests: int) -> GatewayStats:

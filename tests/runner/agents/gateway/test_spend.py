@@ -13,7 +13,6 @@ import json
 import re
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from runner.agents.gateway import ProviderGateway
 from runner.agents.gateway import server as gateway_server
 from runner.agents.gateway.spend import (
     SpendCeilings,
@@ -34,18 +32,16 @@ from runner.agents.scripted_provider import (
     OPENAI_CHAT,
     OPENAI_RESPONSES,
     PROTOCOLS,
-    ScriptedProvider,
     error,
     repeat,
     reply,
 )
 from runner.specs import AgentSpec
 from runner.specs.agent import TokenPrices
+from tests.support.scripted_gateway import MODEL, behind_gateway
 
 pytestmark = pytest.mark.timeout(120)
 
-KEY = "sk-real-provider-key-0123456789"
-MODEL = "stub/model"
 PATHS = {
     OPENAI_CHAT: "/v1/chat/completions",
     OPENAI_RESPONSES: "/v1/responses",
@@ -283,24 +279,6 @@ def post(socket_path: Path, protocol: str) -> tuple[int, bytes]:
                 data += chunk
     head_bytes, _, rest = data.partition(b"\r\n\r\n")
     return int(head_bytes.split()[1]), rest
-
-
-@contextlib.contextmanager
-def behind_gateway(
-    tmp_path: Path, script: list, protocol: str, **kw: object
-) -> Iterator[tuple[ProviderGateway, ScriptedProvider]]:
-    with ScriptedProvider(script, api_key=KEY, model=MODEL) as provider:
-        base = provider.base_url if protocol != ANTHROPIC_MESSAGES else provider.root_url
-        gateway = ProviderGateway(
-            tmp_path / "gw.sock",
-            protocol=protocol,  # type: ignore[arg-type]
-            base_url=base,
-            api_key=KEY,
-            transcript_path=tmp_path / "transcript.jsonl",
-            **kw,  # type: ignore[arg-type]
-        )
-        with gateway:
-            yield gateway, provider
 
 
 def events(tmp_path: Path) -> list[dict]:
