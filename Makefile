@@ -5,7 +5,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: FORCE help install system-deps browser-deps docker-engine docker-image deploy-deps uv clis run ui dashboard manifest dagster-home test lint format bench clean
+.PHONY: FORCE help install system-deps browser-deps docker-engine docker-image deploy-deps uv clis run ui dashboard manifest dagster-home test test-unit lint format bench clean
 
 # Dagster keeps its run history here for `make run` and `make ui` (data/ is git-ignored).
 DAGSTER_HOME_DIR := $(CURDIR)/data/dagster
@@ -18,7 +18,9 @@ help:
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make dashboard the Streamlit dashboard on http://127.0.0.1:8501 (reads the published snapshot)"
 	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
-	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite"
+	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite (2 workers)"
+	@echo "make test-unit the fast inner loop (about a minute): the tests that need no dbt build, sandbox,"
+	@echo "               server, Docker, browser or agent CLI (tests/README.md)"
 	@echo "make docker-image  start the Docker engine if needed and build the docker sandbox's image"
 	@echo "make deploy-deps   docker-compose and the Docker deployment's images (orchestration/deployments/docker)"
 	@echo "make clis   install the pinned CLI of every command agent (tmlbench agents install --all; cached)"
@@ -140,9 +142,19 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
+# Two pytest-xdist workers: on 2 cores most slow tests wait on subprocesses, servers and
+# sandboxes, and a third worker measured slower (tests/README.md, "Running in parallel"); loadgroup
+# keeps each xdist_group's tests on one worker.
+PYTEST_WORKERS := -n 2 --dist loadgroup
+
 test: install browser-deps docker-image deploy-deps clis lint manifest
 	$(RUN) dg check defs
-	$(RUN) pytest
+	$(RUN) pytest $(PYTEST_WORKERS)
+
+# The inner loop: what the markers sandbox, integration and slow leave (tests/README.md says how
+# to mark a new test). No installs beyond the venv: it needs no Docker, browser or agent CLI.
+test-unit: install
+	$(RUN) pytest $(PYTEST_WORKERS) -m "not (sandbox or integration or slow)"
 
 # mypy --strict on every module of the packages [tool.mypy] in pyproject.toml lists.
 lint: install

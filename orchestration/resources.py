@@ -120,12 +120,23 @@ class DuckDBWarehouse(dg.ConfigurableResource["DuckDBWarehouse"]):
         return vars_args(self.file())
 
 
-# The manifest is built by `make manifest` (dbt parse), never at import.
-dbt_project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
+# Where the definitions read the dbt manifest from, when not dbt_project/target: a folder that
+# `dbt parse --target-path` wrote (the tests parse into a temp folder of their own).
+DBT_TARGET_ENV = "TMLBENCH_DBT_TARGET"
+
+
+def dbt_project() -> DbtProject:
+    """The dbt project; its manifest is read from ``$TMLBENCH_DBT_TARGET`` if set, else from
+    ``dbt_project/target``, where `make manifest` builds it (never at import)."""
+    return DbtProject(
+        project_dir=DBT_PROJECT_DIR,
+        profiles_dir=DBT_PROJECT_DIR,
+        target_path=os.environ.get(DBT_TARGET_ENV) or "target",
+    )
 
 
 def dbt_resource() -> DbtCliResource:
-    return DbtCliResource(project_dir=dbt_project, dbt_executable=str(dbt_executable()))
+    return DbtCliResource(project_dir=dbt_project(), dbt_executable=str(dbt_executable()))
 
 
 class Resources(TypedDict):

@@ -15,6 +15,10 @@ from tests.support.demo_outputs import (
     terminal_leaderboard,
 )
 
+# integration: the demo suite run for real and its marts built by dbt
+# xdist_group: its module fixtures (the demo run and its dbt build) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("same_outputs")]
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):

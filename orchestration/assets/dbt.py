@@ -50,14 +50,15 @@ class TmlbenchDbtTranslator(DagsterDbtTranslator):
 
 
 def build_dbt_assets() -> dg.AssetsDefinition:
-    if not dbt_project.manifest_path.is_file():
+    project = dbt_project()
+    if not project.manifest_path.is_file():
         raise TmlbenchError(
-            f"no dbt manifest at {dbt_project.manifest_path}; build it with: make manifest"
+            f"no dbt manifest at {project.manifest_path}; build it with: make manifest"
         )
 
     @dbt_assets(
-        manifest=dbt_project.manifest_path,
-        project=dbt_project,
+        manifest=project.manifest_path,
+        project=project,
         dagster_dbt_translator=TmlbenchDbtTranslator(),
         pool=DUCKDB_POOL,
     )

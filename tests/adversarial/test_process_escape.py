@@ -28,6 +28,8 @@ def assert_no_heartbeat_after(out: Outcome, seconds: float = 1.0) -> dict[str, f
     return first
 
 
+# exclusive: the kill is asserted within 2 s of the budget, which a busy neighbour could take
+@pytest.mark.exclusive
 def test_ignoring_sigterm_gets_the_whole_attempt_killed_within_two_seconds(arena: Arena):
     budget = 3
     out = arena.run("sigterm.py", budget=budget)

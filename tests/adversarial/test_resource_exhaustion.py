@@ -13,7 +13,9 @@ from runner.attempts.attempt import run_attempt
 from runner.specs.registry import agent_code_dir, load_agent
 from tests.support.adversarial_arena import DISK_CAP, LIMITS, MIB, Arena, tree_bytes
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
+# exclusive: fork, memory and disk bombs load the whole host, and the deadlines are asserted
+# within 2 s of the budget: no other test beside them
+pytestmark = [pytest.mark.sandbox, pytest.mark.exclusive, pytest.mark.timeout(120)]
 LOG_CAP = 5 * MIB  # SandboxRequest's default log cap
 
 

@@ -18,6 +18,10 @@ import pytest
 from runner.config import REPO_ROOT
 from runner.specs import AgentSpec, load_yaml_model
 
+# integration: every baseline trains for real on the prepared twins
+# xdist_group: its module fixtures (every baseline trained) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("baselines")]
+
 BASELINES = REPO_ROOT / "agents" / "baselines"
 SCORE_PREFIX = "local_validation_score:"
 

@@ -28,6 +28,9 @@ from tools.dashboard_snapshot import (
 )
 from tools.records import T0
 
+# integration: the queries on app_snapshot, the published snapshot a dbt build makes
+pytestmark = pytest.mark.integration
+
 DEMO = queries.Filters(suite="demo")  # aggregates are per suite: every page shows one
 
 

@@ -42,6 +42,10 @@ from warehouse.loader import load_runs, load_specs
 from warehouse.marts import CROSS_MART_TESTS, build_marts
 from warehouse.snapshot import publish_snapshot
 
+# integration: the published snapshot (a dbt build), the real dashboard (Streamlit) and chromium
+# xdist_group: its module fixtures (a dbt build, the dashboard, chromium) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard_browser")]
+
 PAGES_DIR = REPO_ROOT / "app" / "app_pages"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "dashboard"
 

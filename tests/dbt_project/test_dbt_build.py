@@ -24,6 +24,10 @@ from tools.dbt_warehouse import (
 from tools.records import make_record as run_record
 from warehouse.marts import CROSS_MART_TESTS, build_marts
 
+# integration: real dbt builds of test warehouses
+# xdist_group: its module fixtures (a dbt build) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dbt_build")]
+
 # The public SQL interface (ARCHITECTURE.md): every mart and the columns users rely on.
 PUBLIC_MARTS = {
     "setting_scores": [

@@ -16,6 +16,10 @@ from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import CROSS_MART_TESTS, build_marts
 
+# integration: real dbt builds of test warehouses
+# xdist_group: its module fixtures (dbt builds) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("duplicate_submissions")]
+
 
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()

@@ -52,6 +52,10 @@ from tools.dbt_warehouse import (
 from tools.records import make_record as run_record
 from warehouse.marts import DBT_PROJECT_DIR, build_marts
 
+# integration: real dbt builds, every mart recomputed in pandas
+# xdist_group: its module fixtures (dbt builds) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("marts_crosscheck")]
+
 TOL = 1e-9
 PROJECT_VARS = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())["vars"]
 N = PROJECT_VARS["counted_successes"]  # the paper's N: the records' generator aims at it

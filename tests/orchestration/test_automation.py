@@ -10,8 +10,12 @@ instance.
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from tests.support.tiny_suites import tiny_suite_resources
+
+# integration: a Dagster instance's automation ticks over the parsed dbt project
+pytestmark = pytest.mark.integration
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

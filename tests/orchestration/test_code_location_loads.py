@@ -25,7 +25,10 @@ def test_dbt_resource_uses_the_dbt_beside_the_interpreter():
     assert dbt_resource().dbt_executable == str(BIN / "dbt")
 
 
+# `dg check defs` reads the repository's dbt_project/target/manifest.json: not while a
+# `tmlbench warehouse build` rewrites it (tests/README.md)
 @pytest.mark.slow
+@pytest.mark.xdist_group("dbt_project_target")
 def test_dg_check_defs_without_the_venv_on_path(tmp_path: Path):
     assert (REPO_ROOT / "dbt_project" / "target" / "manifest.json").is_file(), "make manifest"
     env = {

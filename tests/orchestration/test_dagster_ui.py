@@ -27,7 +27,9 @@ from runner.specs.registry import load_suite
 from tools.dagster_ui import graphql
 from tools.servers import free_port, stop
 
-pytestmark = pytest.mark.slow
+# The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
+# repository's dbt_project/target, which a `tmlbench warehouse build` elsewhere may be rewriting.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_manifest")]
 
 MODULE = "orchestration.definitions"
 STARTUP_TIMEOUT = 90.0

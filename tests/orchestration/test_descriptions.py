@@ -24,6 +24,11 @@ from hypothesis import strategies as st
 from runner.config import REPO_ROOT
 from warehouse.dbt import DBT_PROJECT_DIR
 
+# integration: the definitions over a fresh dbt parse (dbt_manifest); and it reads the
+# repository's dbt_project/target/manifest.json, so not while a `tmlbench warehouse build`
+# rewrites it (tests/README.md)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dbt_project_target")]
+
 # What CommonMark may read as raw HTML (a tag, a comment, a declaration), and `<data_subdir>`
 # too: any `<` that opens a word and is closed by `>`. A comparison (`k < n`) is not one.
 RAW_TAG = re.compile(r"<[A-Za-z/!?][^<>]*>")

@@ -43,7 +43,9 @@ from tools.docker_stack import (
     task_tags,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+# exclusive: the whole Docker engine is the stack's (it asserts no attempt container is left on the
+# engine, and brings up fixed container names and /srv/tmlbench): no docker sandbox test beside it
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(3600)]
 
 TASK = "bank-customer-churn-ict-u-ai"
 AGENT = "baseline-constant"

@@ -13,6 +13,9 @@ from tests.support.run_folders import write
 from tests.support.tiny_suites import tiny_suite_resources
 from tools.records import make_record
 
+# integration: the Dagster graph materialized over real dbt builds
+pytestmark = pytest.mark.integration
+
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"
 AGENTS = ["baseline-constant", "baseline-linear"]

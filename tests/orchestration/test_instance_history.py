@@ -19,6 +19,9 @@ from orchestration.instance_history import (
 from orchestration.partitions import settings_partition_key
 from orchestration.suites import SUITE_TAG
 
+# integration: real Dagster instances and materializations
+pytestmark = pytest.mark.integration
+
 RAW_RUNS = dg.AssetKey(["raw", "runs"])
 SNAPSHOT = dg.AssetKey("marts_snapshot")
 REPORTS = dg.AssetKey("reports")

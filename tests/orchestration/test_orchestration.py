@@ -32,6 +32,9 @@ from tests.support.tiny_suites import tiny_suite_resources
 from tools.records import make_record
 from warehouse.snapshot import publish_snapshot
 
+# integration: the Dagster asset graph materialized through real attempts and dbt
+pytestmark = pytest.mark.integration
+
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"
 RANGE_START = "dagster/asset_partition_range_start"

@@ -30,7 +30,9 @@ from tools.dagster_ui import graphql
 from tools.servers import free_port, stop
 from tools.streamlit_server import CHROMIUM, CHROMIUM_ARGS
 
-pytestmark = pytest.mark.slow
+# The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
+# repository's dbt_project/target, which a `tmlbench warehouse build` elsewhere may be rewriting.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_manifest")]
 
 MODULE = "orchestration.definitions"
 TIMEOUT = 180.0

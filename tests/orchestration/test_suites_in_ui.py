@@ -36,7 +36,9 @@ import yaml
 from runner.config import REPO_ROOT
 from tools.servers import free_port, stop
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+# The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
+# repository's dbt_project/target, which a `tmlbench warehouse build` elsewhere may be rewriting.
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.usefixtures("dbt_manifest")]
 
 LOCATION = "orchestration.definitions"
 BIN = Path(sys.executable).parent

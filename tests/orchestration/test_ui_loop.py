@@ -22,7 +22,9 @@ import yaml
 from orchestration.partitions import settings_partition_key
 from tools.dagster_ui import DagsterUI, dagster_env, running_dagster
 
-pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+# The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
+# repository's dbt_project/target, which a `tmlbench warehouse build` elsewhere may be rewriting.
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.usefixtures("dbt_manifest")]
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"

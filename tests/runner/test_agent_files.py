@@ -357,6 +357,8 @@ def expected_status(drawn: HostileWorkspace) -> str:
 
 # 150 generated workspaces per run (half on an ext4 filesystem of their own when run as root),
 # about 25 s in all on the 2-core reference machine.
+# slow: 150 generated hostile workspaces, each benched
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,

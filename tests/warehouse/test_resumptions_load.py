@@ -186,6 +186,8 @@ def _forgives(line: str) -> tuple[str, ...] | None:
         return None
 
 
+# integration: a real dbt build of the marts
+@pytest.mark.integration
 def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
     """Through the real log, loader and dbt: setting 60 s resumed after its 3 harness faults
     (not stopped), setting 600 s resumed and then faulted 3 times more (stopped again); the

@@ -139,6 +139,10 @@ def test_example_queries_on_raw_run(env, name):
         assert "missing ids" in result.output
 
 
+# integration: a real dbt build through the CLI, into the repository's dbt_project/target
+# (`tmlbench warehouse build` has no other): one writer of it at a time (tests/README.md)
+@pytest.mark.integration
+@pytest.mark.xdist_group("dbt_project_target")
 def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
     """The real dbt build behind `tmlbench warehouse build`, then the mart example queries."""
     result = invoke(env, "warehouse", "build")  # N = the suite file's attempts: 1
@@ -158,6 +162,9 @@ def table_rows(output: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines]
 
 
+# integration: a real dbt build through the CLI, into the repository's dbt_project/target
+@pytest.mark.integration
+@pytest.mark.xdist_group("dbt_project_target")
 def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
     """Agent c ran in suite demo's folder, a and b in suite local's: each suite's marts rank its
     own agents, and the demo board shows c's rows only."""

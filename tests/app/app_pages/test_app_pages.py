@@ -13,6 +13,9 @@ from streamlit.testing.v1 import AppTest
 from runner.config import REPO_ROOT
 from tools.dashboard_snapshot import ALPHA_COST, LATE_DAY, run_id_of
 
+# integration: every page run by Streamlit's AppTest on app_snapshot (a dbt build)
+pytestmark = pytest.mark.integration
+
 APP_DIR = REPO_ROOT / "app"
 PAGES = [
     "leaderboard",

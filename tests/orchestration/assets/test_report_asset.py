@@ -9,10 +9,14 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from orchestration.assets.report import REPORTS, reports
 from orchestration.resources import DuckDBWarehouse
 from warehouse.report.figures import FIGURES
+
+# integration: the reports asset materialized on app_snapshot (a dbt build)
+pytestmark = pytest.mark.integration
 
 
 def _materialize(snapshot: Path, root: Path) -> dg.MaterializeResult:

@@ -264,6 +264,8 @@ def warehouse_counts(path: Path) -> tuple[int, int]:
         con.close()
 
 
+# integration: a real warehouse load in a subprocess, killed and run again
+@pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_kill_9_during_a_warehouse_load_leaves_the_warehouse_unchanged(tmp_path):
     runs, wh = tmp_path / "runs", tmp_path / "wh.duckdb"

@@ -69,6 +69,8 @@ def test_every_float_field_may_be_null():
         assert type(None) in typing.get_args(annotation), name
 
 
+# slow: 40 warehouse loads
+@pytest.mark.slow
 # 40 generated batches of 1-4 records per run (one warehouse load each: about 10 s).
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(

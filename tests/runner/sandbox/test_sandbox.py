@@ -384,6 +384,8 @@ def _is_zombie(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] == "Z"
 
 
+# exclusive: the normal attempt's 0.5 s sleep is asserted to end within 1.4 s
+@pytest.mark.exclusive
 def test_concurrent_attempts_from_threads(bwrap: Sandbox, tmp_path: Path):
     """The harness runs attempts from threads: a misbehaving and a normal one side by side."""
     from concurrent.futures import ThreadPoolExecutor

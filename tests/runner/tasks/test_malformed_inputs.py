@@ -102,6 +102,8 @@ def broken_task_submission_path(world):
     return path, "submission.file"
 
 
+# integration: each broken spec through the real `tmlbench` command in a subprocess
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "breaker",
     [

@@ -39,6 +39,9 @@ from warehouse.db import all_or_nothing, apply_ddl
 from warehouse.importers.tml_bench import import_source, read_tml_bench
 from warehouse.importers.tml_bench_format import RUN_COLUMNS, RUN_KEY_COLUMNS, Limits
 
+# slow: hundreds of generated hostile databases and result trees, each imported (minutes)
+pytestmark = pytest.mark.slow
+
 PT = "-08:00"
 RUNS = [
     tb.result("churn_a1", f"2026-02-01T10:00:00{PT}", score=0.92),

@@ -22,6 +22,9 @@ from tests.support.tml_bench_db import GENERATIONS, run_columns
 from warehouse.importers.tml_bench import import_tml_bench
 from warehouse.loader import load_runs
 
+# integration: the imported runs built into marts by dbt
+pytestmark = pytest.mark.integration
+
 PT = "-08:00"  # the original writes created_at in US Pacific time, with its offset
 
 RUNS = [

@@ -44,6 +44,11 @@ from click.testing import CliRunner
 from runner.command_line import cli
 from tests.support import paper_figures, paper_results, report_numbers
 
+# integration: the original's database through tmlbench's real commands, whose `warehouse build`
+# writes the repository's dbt_project/target (one writer of it at a time: tests/README.md), and
+# the original's render scripts
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dbt_project_target")]
+
 SUITE = "tml-bench"  # the suite an import makes (one per source)
 TOLERANCE = 1e-9
 

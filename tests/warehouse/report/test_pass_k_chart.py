@@ -10,6 +10,9 @@ import pytest
 from app import queries
 from warehouse.report.charts import pass_k as pass_k_chart
 
+# integration: the chart of app_snapshot, the snapshot a dbt build makes
+pytestmark = pytest.mark.integration
+
 
 def test_pass_k_chart_draws_one_line_per_agent_from_the_mart(app_snapshot: Path):
     con = queries.open_snapshot(app_snapshot)

@@ -26,6 +26,10 @@ from warehouse.report import write_report
 from warehouse.report.bundle import html_table, markdown_table
 from warehouse.report.figures import FIGURES
 
+# integration: the report of app_snapshot (a dbt build), through the CLI and in chromium
+# xdist_group: its module fixtures (two report bundles) are built once, on one worker, not on each
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report")]
+
 TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".svg")
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "report"  # report.html as chromium shows it
 

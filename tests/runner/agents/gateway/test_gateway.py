@@ -645,6 +645,8 @@ BAD_REQUESTS = {
 }
 
 
+# slow: a flood of malformed requests against a real gateway (tens of seconds)
+@pytest.mark.slow
 def test_malformed_and_oversized_requests_are_refused_and_the_gateway_keeps_serving(tmp_path: Path):
     with gateway(tmp_path, max_body_bytes=1024) as g:
         for data, status in BAD_REQUESTS.items():

@@ -472,6 +472,8 @@ def test_short_hang_answers_504() -> None:
     assert elapsed >= 0.2
 
 
+# exclusive: shutdown is asserted within 2 s (and the next test's within 0.9 s)
+@pytest.mark.exclusive
 def test_hang_does_not_block_shutdown() -> None:
     outcome: dict[str, Any] = {}
 
@@ -500,6 +502,7 @@ def test_hang_does_not_block_shutdown() -> None:
     assert outcome == {"status": 504}, "a hang cut short by shutdown still answers 504"
 
 
+@pytest.mark.exclusive
 def test_silent_client_does_not_block_shutdown() -> None:
     with ScriptedProvider([]) as provider, socket.create_connection(("127.0.0.1", provider.port)):
         time.sleep(0.1)  # a connection that never sends a request line
@@ -619,6 +622,8 @@ def write_task(directory: Path, target: pd.Series, n_test: int = 60) -> None:
     )
 
 
+# integration: the recorded solve script trains its model in a real subprocess
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["binary", "regression"])
 def test_recorded_solve_script_writes_a_valid_submission(kind: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
@@ -1596,6 +1601,8 @@ def test_the_solving_command_never_prints_its_marker_as_source() -> None:
     assert task_solver(python="/x/python").command == solve_command("/x/python")
 
 
+# integration: a whole attempt of the scripted scientist on a prepared twin
+@pytest.mark.integration
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("task_id", ["bank-customer-churn-ict-u-ai", "playground-series-s6e1"])
 def test_the_scientist_solves_a_prepared_twin_end_to_end(small_paths, tmp_path, task_id) -> None:
