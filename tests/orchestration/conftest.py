@@ -18,7 +18,8 @@ def _parse(target: Path) -> None:
     cache = DBT_PROJECT_DIR / "target" / "partial_parse.msgpack"
     if cache.is_file():
         shutil.copy(cache, target / cache.name)
-    parse = ["parse", "--quiet", "--target-path", str(target), *vars_args(warehouse_path())]
+    parse = ["parse", "--quiet", "--target-path", str(target), "--log-path", str(target)]
+    parse += vars_args(warehouse_path())
     result = run_dbt(parse)
     assert result.returncode == 0, result.stdout + result.stderr
 
