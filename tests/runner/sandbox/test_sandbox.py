@@ -157,6 +157,8 @@ def test_agent_crash_is_not_a_harness_error(sandbox: Sandbox, tmp_path: Path):
 # -- the deadline ---------------------------------------------------------------------------
 
 
+# exclusive: the kill is asserted within 2 s of the deadline
+@pytest.mark.exclusive
 def test_deadline_kills_everything(sandbox: Sandbox, tmp_path: Path):
     att = Attempt(tmp_path, sandbox)
     wall = 2.0
@@ -289,6 +291,8 @@ def test_fork_bomb_is_contained(bwrap: Sandbox, tmp_path: Path):
     assert res2.exit_code == 0
 
 
+# exclusive: the capped write is asserted to end within 6 s
+@pytest.mark.exclusive
 def test_disk_cap(sandbox: Sandbox, tmp_path: Path):
     att = Attempt(tmp_path, sandbox)
     limits = SandboxLimits(wall_seconds=20, disk_bytes=30 * MIB)
@@ -336,6 +340,8 @@ def test_bad_cpuset_is_a_harness_error(tmp_path: Path):
 # -- without cgroups (non-root hosts) ---------------------------------------------------------
 
 
+# exclusive: the kill is asserted within 2 s of the deadline
+@pytest.mark.exclusive
 def test_bwrap_deadline_without_cgroups(
     bwrap: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -354,6 +354,8 @@ def test_plain_http_absolute_form(control: Path, http_server: int):
     assert stats.bytes_up > 13 and stats.bytes_down > len(BODY)
 
 
+# exclusive: the stop is asserted within 1.5 s
+@pytest.mark.exclusive
 def test_stop_closes_open_tunnels_and_is_idempotent(control: Path, echo_server: int):
     path = socket_path(control)
     proxy = EgressProxy(path, allow=[f"127.0.0.1:{echo_server}"]).start()

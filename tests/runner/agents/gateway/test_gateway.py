@@ -740,6 +740,8 @@ def test_unreachable_provider_is_a_502_retry(tmp_path: Path):
         assert (stats.requests, stats.retries, stats.steps) == (1, 1, 0)
 
 
+# exclusive: the stop is asserted within 1 s
+@pytest.mark.exclusive
 def test_stop_returns_quickly_with_a_hanging_provider_and_a_silent_client(tmp_path: Path):
     with gateway(tmp_path) as g:
         g.upstream.answers.append(Answer(hang=True))

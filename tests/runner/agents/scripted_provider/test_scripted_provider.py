@@ -659,6 +659,8 @@ def test_recorded_solve_script_writes_a_valid_submission(kind: str, tmp_path: Pa
 # --- the official OpenAI client: chat completions -----------------------------------------------
 
 
+# exclusive: a hang's end is asserted within 2 s
+@pytest.mark.exclusive
 def test_official_openai_client() -> None:
     script = [
         reply("thinking", [call("run", {"command": "ls"})], usage=(7, 3)),
@@ -1124,6 +1126,8 @@ def test_chat_completions_refuse_a_key_sent_as_x_api_key() -> None:
     assert provider.remaining == 1
 
 
+# exclusive: a hang's end is asserted within 2 s
+@pytest.mark.exclusive
 def test_anthropic_errors_hangs_and_models() -> None:
     script = [
         error(429, "Number of requests has exceeded your rate limit", retry_after=3),
