@@ -142,9 +142,9 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-# Two pytest-xdist workers: on 2 cores most slow tests wait on subprocesses, servers and
-# sandboxes, and a third worker measured slower (tests/README.md, "Running in parallel"); loadgroup
-# keeps each xdist_group's tests on one worker.
+# Two pytest-xdist workers, one per core; loadgroup keeps each xdist_group's tests on one worker
+# (tests/README.md, "Running in parallel", has the measurements that chose both). Another count:
+# make test PYTEST_WORKERS="-n 3 --dist loadgroup".
 PYTEST_WORKERS := -n 2 --dist loadgroup
 
 test: install browser-deps docker-image deploy-deps clis lint manifest
