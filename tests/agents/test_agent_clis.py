@@ -24,11 +24,12 @@ from runner.agents.check import point_at
 from runner.agents.installs import find_installed
 from runner.agents.scripted_provider import ScriptedProvider, error, hang, repeat, solve_task_script
 from runner.attempts.records import RunRecord
-from runner.config import REPO_ROOT, Paths
+from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
 from tests.support.cli_agents import CLI_AGENTS, KEY_ENV, ONE_PER_CLI, TASK
+from tests.support.prepared_tasks import shared_paths
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -86,13 +87,7 @@ def solved(request: pytest.FixtureRequest, small_data: Path, tmp_path_factory) -
     solves the task. A rate limit retried is part of every real session, so the solving tests
     lose nothing to it, and the retry's tests get a CLI that went on to the end."""
     agent: AgentSpec = request.param
-    paths = Paths(
-        tasks_dir=REPO_ROOT / "tasks",
-        agents_dir=REPO_ROOT / "agents",
-        suites_dir=REPO_ROOT / "suites",
-        data_dir=small_data,
-        runs_dir=tmp_path_factory.mktemp(f"solved-{agent.harness}") / "runs",
-    )
+    paths = shared_paths(small_data, tmp_path_factory.mktemp(f"solved-{agent.harness}") / "runs")
     script = [error(429, "slow down", retry_after=1), *solve_task_script()]
     with pytest.MonkeyPatch.context() as monkeypatch:
         record, provider, run_dir = run(paths, monkeypatch, agent, script, 240)
