@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -85,8 +86,13 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def send_raw(path: Path, data: bytes, timeout: float = 5.0) -> bytes:
-    """Send raw bytes on a fresh connection; everything the gateway answers before closing."""
+def send_raw(path: Path, data: bytes, timeout: float = 5.0, *, one_response: bool = False) -> bytes:
+    """Send raw bytes on a fresh connection; everything the gateway answers before closing.
+
+    one_response: stop at the end of the first response that has a Content-Length (a
+    well-formed request the gateway refuses keeps its connection alive: waiting for the close
+    would wait out ``timeout``).
+    """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(path))
@@ -95,7 +101,16 @@ def send_raw(path: Path, data: bytes, timeout: float = 5.0) -> bytes:
         with contextlib.suppress(OSError):
             while chunk := sock.recv(65536):
                 out += chunk
+                if one_response and _whole_response(out):
+                    break
         return out
+
+
+def _whole_response(data: bytes) -> bool:
+    """Whether ``data`` starts with a whole response whose head gives its Content-Length."""
+    head, separator, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length:[ \t]*(\d+)\r?$", head)
+    return bool(separator) and length is not None and len(body) >= int(length[1])
 
 
 @dataclass

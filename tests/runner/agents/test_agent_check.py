@@ -44,12 +44,21 @@ def paths_with_agents(tmp_path: Path, agents_dir: Path) -> Paths:
     )
 
 
+#: What ``import sklearn`` sets in os.environ (setdefault) the first time it runs.
+SKLEARN_IMPORT_DEFAULTS = {"KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"}
+
+
 def test_a_real_cli_passes_every_step(tmp_path: Path):
     paths = paths_with_agents(tmp_path, REPO_ROOT / "agents")
     agent = load_agent(paths.agents_dir, "codex-qwen3-coder-480b")
     environment = dict(os.environ)
-    report = check_agent(agent, paths, budget=180, stop_budget=15, work_dir=tmp_path / "check")
-    assert dict(os.environ) == environment  # the one-off key went to the gateway, not the env
+    # The last step waits out its budget against a provider that never answers: 5 s shows the
+    # stop as well as the default 20 (Codex, a native binary, makes its call within 1-2 s).
+    report = check_agent(agent, paths, budget=180, stop_budget=5, work_dir=tmp_path / "check")
+    # The one-off key went to the gateway, not the environment. Only scikit-learn's import
+    # (the grader's, when this test is the first of its process to grade) may add defaults.
+    changed = {k for k in {*os.environ, *environment} if os.environ.get(k) != environment.get(k)}
+    assert changed <= SKLEARN_IMPORT_DEFAULTS, changed
     assert tuple(s.name for s in report.steps) == STEP_NAMES
     assert report.ok, [(s.name, s.detail, s.hint) for s in report.steps if not s.ok]
     by_name = {s.name: s for s in report.steps}

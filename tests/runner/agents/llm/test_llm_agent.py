@@ -15,6 +15,7 @@ import shutil
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,11 +39,12 @@ from runner.agents.scripted_provider import (
     reply,
 )
 from runner.attempts.records import RunRecord
-from runner.config import REPO_ROOT
+from runner.config import REPO_ROOT, Paths
 from runner.errors import TmlbenchError
 from runner.tasks.metrics import get_metric
 from tests.support.attempts import attempt
 from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
+from tests.support.prepared_tasks import shared_paths
 from tools.dbt_warehouse import count_every_setting
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
@@ -77,12 +79,32 @@ def provider_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
 
 
-def test_a_recorded_conversation_reaches_a_scored_submission(small_paths):
+@dataclass
+class Recorded:
+    """The recorded conversation's one attempt (what it left), read by two tests."""
+
+    paths: Paths
+    record: RunRecord
+    provider: ScriptedProvider
+
+
+@pytest.fixture(scope="module")
+def recorded(small_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """The recorded conversation, after a first call that peeks at what the sandbox shows, run
+    once: the scored submission's test and the warehouse's (marts, run explorer) read it."""
+    paths = shared_paths(small_data, tmp_path_factory.mktemp("recorded") / "runs")
     peek = reply(
         tool_calls=[call("run", {"command": "env; cat /proc/1/environ; ls /run/tmlbench/tools"})]
     )
-    with ScriptedProvider([peek, *conversation(loose_start=True)], api_key=KEY) as provider:
-        record = run(small_paths, provider)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv(KEY_ENV, KEY)
+        with ScriptedProvider([peek, *conversation(loose_start=True)], api_key=KEY) as provider:
+            record = run(paths, provider)
+    return Recorded(paths, record, provider)
+
+
+def test_a_recorded_conversation_reaches_a_scored_submission(recorded: Recorded):
+    record, provider = recorded.record, recorded.provider
     assert provider.mismatches == []
     assert record.status == "success", (record.error_message, record.validation_message)
     assert 0.5 < record.score <= 1.0
@@ -94,7 +116,7 @@ def test_a_recorded_conversation_reaches_a_scored_submission(small_paths):
     assert (record.requests, record.retries, record.steps) == (4, 0, 4)
     assert record.provider_seconds > 0 and record.tool_seconds > 0
     assert record.provider_seconds + record.tool_seconds <= record.wall_seconds + 1
-    events = transcript(small_paths, record)
+    events = transcript(recorded.paths, record)
     assert [e["event"] for e in events][:2] == ["start", "request"]
     assert events[-1] == {**events[-1], "event": "end", "reason": "the model called finish"}
     tools = [e for e in events if e["event"] == "tool"]
@@ -102,7 +124,7 @@ def test_a_recorded_conversation_reaches_a_scored_submission(small_paths):
     # The key stays in the harness: not in the sandbox's environment, nor anywhere on disk.
     assert KEY_ENV not in tools[0]["result"] and KEY not in tools[0]["result"]
     assert "tools.sock" in tools[0]["result"]
-    run_dir = small_paths.runs_dir / record.run_id
+    run_dir = recorded.paths.runs_dir / record.run_id
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
@@ -319,22 +341,30 @@ def test_fit_context_keeps_the_task_and_the_latest_exchange():
     assert total <= 5_000
 
 
+#: What the test below reads, and what it is built from (23 of the 60 models): the costs mart,
+#: and the display models the run explorer's page reads (app/queries.py: the suite picker, the
+#: runs, one run's record, its twins; has_runs counts reliability_display).
+READ_BELOW = (
+    "+setting_costs +filter_options +runs_display +submission_twins_display +reliability_display"
+)
+
+
 def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
-    small_paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recorded: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    with ScriptedProvider(conversation(), api_key=KEY) as provider:
-        record = run(small_paths, provider)
+    record, provider = recorded.record, recorded.provider
     assert record.status == "success", record.error_message
     warehouse = tmp_path / "wh.duckdb"
     con = connect(warehouse)
     try:
         apply_ddl(con)
-        assert load_runs(con, small_paths.runs_dir).new == 1
+        assert load_runs(con, recorded.paths.runs_dir).new == 1
     finally:
         con.close()
     count_every_setting(warehouse)  # a suite of the runs folder, listing the attempt's setting
     build_marts(
         warehouse,
+        select=READ_BELOW,
         dbt_vars={"bootstrap_replicates": 5},
         artifacts_dir=tmp_path / "dbt",
         exclude=CROSS_MART_TESTS,
@@ -350,7 +380,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
     finally:
         con.close()
     tokens_in, tokens_out = provider.usage_totals()
-    assert row[:2] == (tokens_in, tokens_out) and row[3:] == (3, 0)
+    assert row[:2] == (tokens_in, tokens_out) and row[3:] == (4, 0)
     assert row[2] == pytest.approx(expected_cost(provider), rel=1e-9)
 
     monkeypatch.setenv("TMLBENCH_SNAPSHOT", str(snapshot))
@@ -360,7 +390,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
     assert at.selectbox(key="run_id").value == record.run_id
     assert any(f"tokens in: {tokens_in:,}" in c.value for c in at.caption)
     messages = at.get("chat_message")
-    assert len(messages) == 2 * 3  # three model replies, three tool results
+    assert len(messages) == 2 * 4  # four model replies, four tool results
     assert any("local_validation_score" in c.value for c in at.code)
     # the reason is the session's words, shown literally (as a code span)
     assert any("end: `" in i.value and "the model called finish" in i.value for i in at.info)
