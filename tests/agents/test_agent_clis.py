@@ -31,7 +31,13 @@ from tests.support.attempts import attempt
 from tests.support.cli_agents import CLI_AGENTS, KEY_ENV, ONE_PER_CLI, TASK
 from tests.support.prepared_tasks import shared_paths
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
+# xdist_group: its module fixtures (each CLI's shared attempt) run once, on one worker, not on each
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("agent_clis"),
+]
 
 
 def installed(agent: AgentSpec) -> AgentSpec:

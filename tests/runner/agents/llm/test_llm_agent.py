@@ -51,7 +51,8 @@ from warehouse.loader import load_runs
 from warehouse.marts import CROSS_MART_TESTS, build_marts
 from warehouse.snapshot import publish_snapshot
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
+# xdist_group: its module fixtures (the recorded conversation's attempt) run once, on one worker, not on each
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180), pytest.mark.xdist_group("llm_agent")]
 
 CONVERSATION = REPO_ROOT / "tests" / "conversations" / "valid_submission.json"
 
