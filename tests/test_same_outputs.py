@@ -11,14 +11,17 @@ from tests.support.demo_outputs import (
     MARTS_FILE,
     build_demo,
     demo_agents,
+    demo_paths,
     read_marts,
     terminal_leaderboard,
 )
+from tests.support.session_build import built_once
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("demo"))
+    root = built_once(tmp_path_factory, "demo", build_demo)
+    return demo_paths(root), root / "warehouse.duckdb"
 
 
 def test_every_mart_has_the_rows_it_had(demo):
