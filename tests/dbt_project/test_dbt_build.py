@@ -394,7 +394,7 @@ def build_alone(folder: Path) -> None:
 
 @pytest.fixture(scope="session")
 def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """suite → a warehouse without the suites it shares agents, tasks or run ids with."""
+    """suite → a warehouse without the suites it shares agents, run ids or a folder with."""
     folder = built_once(tmp_path_factory, "dbt-alone", build_alone)
     return {"s1": folder / "s1-and-c.duckdb", "c": folder / "s1-and-c.duckdb"} | {
         suite: folder / f"{suite}.duckdb" for suite in ("a", "b")
