@@ -11,18 +11,21 @@ from tests.support.demo_outputs import (
     MARTS_FILE,
     build_demo,
     demo_agents,
+    demo_paths,
     read_marts,
     terminal_leaderboard,
 )
+from tests.support.session_build import built_once
 
 # integration: the demo suite run for real and its marts built by dbt
 # xdist_group: its module fixtures (the demo run and its dbt build) are built once, on one worker, not on each
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("same_outputs")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("demo"))
+    root = built_once(tmp_path_factory, "demo", build_demo)
+    return demo_paths(root), root / "warehouse.duckdb"
 
 
 def test_every_mart_has_the_rows_it_had(demo):

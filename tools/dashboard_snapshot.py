@@ -12,6 +12,7 @@ import duckdb
 
 from runner.attempts.records import RunRecord, write_record
 from tools.dbt_warehouse import (
+    SCENARIO_EXCLUDE,
     count_every_setting,
     insert_agents,
     insert_suites,
@@ -20,7 +21,7 @@ from tools.dbt_warehouse import (
 from tools.records import T0, make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
-from warehouse.marts import CROSS_MART_TESTS, build_marts
+from warehouse.marts import build_marts
 from warehouse.snapshot import publish_snapshot
 
 # (task, direction): alpha wins t1 and t3, beta wins t2; gamma never completes its settings
@@ -146,7 +147,7 @@ def build_snapshot(root: Path) -> Path:
         warehouse,
         dbt_vars={"bootstrap_replicates": 20},
         artifacts_dir=root / "dbt",
-        exclude=CROSS_MART_TESTS,
+        exclude=SCENARIO_EXCLUDE,
     )
     snapshot = root / "warehouse.snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)

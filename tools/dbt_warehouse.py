@@ -13,8 +13,17 @@ import pandas as pd
 
 from runner.attempts.records import RunRecord
 from tools.records import T0
+from warehouse.marts import CROSS_MART_TESTS, UNIT_TESTS
 
 DEFAULT_SUITE = "test"  # the suite of a record that names none
+# What a test's build of its own scenario leaves out (build_marts(exclude=SCENARIO_EXCLUDE)):
+# the cross-mart tests and the unit tests check the models' SQL, not the scenario's data, and
+# each runs in a build of its own (the fresh warehouse of tests/dbt_project/test_dbt_build.py
+# runs every unit test once per session). Every data test still runs on every scenario.
+SCENARIO_EXCLUDE = f"{CROSS_MART_TESTS} {UNIT_TESTS}"
+# The same for a build through the CLI (`tmlbench warehouse build`, which builds everything):
+# dbt's own variable for --exclude-resource-type, inherited by the dbt subprocess.
+CLI_WITHOUT_UNIT_TESTS = {"DBT_EXCLUDE_RESOURCE_TYPES": "unit_test"}
 
 
 def insert_runs(path: Path, records: Iterable[RunRecord], **overrides: Any) -> None:
@@ -147,3 +156,11 @@ def _insert(path: Path, table: str, rows: list[dict[str, Any]], replace: bool = 
 def read_mart(path: Path, name: str) -> pd.DataFrame:
     with duckdb.connect(str(path), read_only=True) as con:
         return con.sql(f"select * from marts.{name}").df()
+
+
+def read_suite_mart(path: Path, name: str, *suites: str) -> pd.DataFrame:
+    """The rows of ``suites`` in one mart (a warehouse shared by several scenarios)."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(
+            f"select * from marts.{name} where list_contains(?, suite_id)", [list(suites)]
+        ).df()

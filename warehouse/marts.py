@@ -21,6 +21,7 @@ from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
 __all__ = [
     "CROSS_MART_TESTS",
     "DBT_PROJECT_DIR",
+    "UNIT_TESTS",
     "MartsResult",
     "NodeResult",
     "build_marts",
@@ -32,6 +33,10 @@ __all__ = [
 # so a test's many small builds may skip them (exclude=CROSS_MART_TESTS); every build of real
 # data runs them.
 CROSS_MART_TESTS = "tag:cross_mart"
+# dbt's unit tests: the models' SQL on fixed inputs, whatever the warehouse holds, so one build
+# proves them (the Dagster asset never runs them); a test's build of its own data may skip them
+# (exclude=UNIT_TESTS, or with CROSS_MART_TESTS: f"{CROSS_MART_TESTS} {UNIT_TESTS}").
+UNIT_TESTS = "resource_type:unit_test"
 
 FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 OUTPUT_TAIL_LINES = 20
@@ -77,7 +82,8 @@ def build_marts(
     select: a dbt selection (e.g. "marts.leaderboard+"); all nodes when None.
     dbt_vars: overrides of the project vars (counted_successes, bootstrap_replicates, ...).
     artifacts_dir: where dbt writes target/ and logs/ (default: dbt_project/target, logs).
-    exclude: a dbt selection of nodes not to build (e.g. CROSS_MART_TESTS); nothing when None.
+    exclude: a dbt selection of nodes not to build (e.g. CROSS_MART_TESTS, UNIT_TESTS, or both
+        separated by a space); nothing when None.
     """
     warehouse_path = Path(warehouse_path).resolve()
     ensure_raw_schema(warehouse_path)

@@ -28,6 +28,7 @@ import pytest
 from runner.attempts.records import write_record
 from runner.config import REPO_ROOT
 from tests.support.prepared_tasks import make_paths
+from tools.dbt_warehouse import SCENARIO_EXCLUDE
 from tools.records import make_record
 from tools.streamlit_server import (
     APP,
@@ -39,7 +40,7 @@ from tools.streamlit_server import (
 )
 from warehouse.db import connect
 from warehouse.loader import load_runs, load_specs
-from warehouse.marts import CROSS_MART_TESTS, build_marts
+from warehouse.marts import build_marts
 from warehouse.snapshot import publish_snapshot
 
 # integration: the published snapshot (a dbt build), the real dashboard (Streamlit) and chromium
@@ -183,7 +184,7 @@ def build_snapshot(root: Path, records, files: dict[str, dict[str, str]] | None 
         assert not report.rejected, report.rejected
     finally:
         con.close()
-    build_marts(warehouse, artifacts_dir=root / "dbt", exclude=CROSS_MART_TESTS)
+    build_marts(warehouse, artifacts_dir=root / "dbt", exclude=SCENARIO_EXCLUDE)
     snapshot = root / "snapshot.duckdb"
     counts = publish_snapshot(warehouse, snapshot)
     assert counts.get("marts.leaderboard", 0) > 0, counts

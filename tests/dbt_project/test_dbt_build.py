@@ -1,8 +1,11 @@
-"""`dbt build` of the marts on a temporary warehouse: empty, with hand-made rows, and failing."""
+"""`dbt build` of the marts on temporary warehouses: empty (the session's one build of dbt's unit
+tests), failing, and one warehouse of every hand-made scenario, built once and read by a test
+per scenario (with the suites it compares, built alone)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import duckdb
@@ -13,16 +16,19 @@ import yaml
 from runner.attempts.records import STATUSES, RunRecord
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
+from tests.support.session_build import built_once
 from tools.dbt_warehouse import (
+    SCENARIO_EXCLUDE,
     declare_suite,
     insert_agents,
     insert_runs,
     insert_suites,
     insert_tasks,
     read_mart,
+    read_suite_mart,
 )
 from tools.records import make_record as run_record
-from warehouse.marts import CROSS_MART_TESTS, build_marts
+from warehouse.marts import build_marts
 
 # integration: real dbt builds of test warehouses
 # xdist_group: its module fixtures (a dbt build) are built once, on one worker, not on each
@@ -87,7 +93,7 @@ PUBLIC_MARTS = {
 }  # fmt: skip
 
 
-# --- tests ---------------------------------------------------------------------------------
+# --- builds of their own ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +111,8 @@ def _columns(path: Path) -> dict[tuple[str, str], list[str]]:
 
 
 def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, artifacts: Path):
+    """The suite's one build of every node: the other builds of test data leave the unit tests
+    (the models' SQL on fixed inputs) to this one, which fails if any of them fails."""
     path = tmp_path / "fresh.duckdb"
     result = build_marts(path, artifacts_dir=artifacts)
 
@@ -126,8 +134,46 @@ def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, arti
     assert not not_first, f"suite_id is not the first column of {not_first}"
 
 
-def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path):
-    path = tmp_path / "rows.duckdb"
+def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
+    path = tmp_path / "bad.duckdb"
+    bad = run_record("a", "t1", 60, 0, score=0.7)
+    insert_runs(path, [bad.model_copy(update={"score_hib": -0.7})])
+
+    with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
+        build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts, exclude=SCENARIO_EXCLUDE)
+
+
+# --- the scenarios: one warehouse, built once ----------------------------------------------
+#
+# Every scenario below is one or more suites of its own in one warehouse (suites never mix: the
+# tests comparing a suite together and alone prove it), built once for the session; each test
+# reads its suites' rows. A scenario's later state (a run dropped, a ceiling raised) is a suite
+# of its own beside the first. The few bootstrap replicates change no assertion.
+
+SCENARIO_VARS = {"bootstrap_replicates": 20}
+
+
+def insert_specs(path: Path) -> None:
+    """raw.tasks and raw.agents (the same rows for every suite): every warehouse below has them,
+    so a suite's contamination flags are the same together and alone."""
+    insert_tasks(
+        path,
+        {
+            "t1": ("maximize", dt.date(2025, 6, 1)),
+            "auc": ("maximize", None),
+            "rmse": ("minimize", None),
+        },
+    )
+    insert_agents(path, {"a": dt.date(2025, 6, 1), "b": None, "c": None, "z": None})
+
+
+def _in_suite(records: list[RunRecord], suite: str) -> list[RunRecord]:
+    return [r.model_copy(update={"suite_id": suite}) for r in records]
+
+
+# Hand-made rows: suite hand-made; its suite file lists t2 for a too (never run). covered is
+# the same without t2 (its lone attempt and its setting dropped).
+def hand_made_records() -> list[RunRecord]:
     records = [
         run_record(agent, task, budget, minute, score=base + budget / 1000 + minute / 100)
         for agent, base in (("a", 0.5), ("b", 0.6))
@@ -137,103 +183,29 @@ def test_hand_made_rows_build_and_fill_the_marts(tmp_path: Path, artifacts: Path
     ]
     records.append(run_record("a", "t1", 60, 9, status="timeout"))
     records.append(run_record("b", "t2", 60, 3, score=4.0, direction="minimize"))
-    insert_runs(path, records)
-    with duckdb.connect(str(path)) as con:  # the suite file lists t2 for a too (never run)
-        con.execute("insert into raw.suite_settings values ('test', 'a', 't2', 60)")
-    insert_tasks(path, {"t1": ("maximize", dt.date(2025, 6, 1))})
-    insert_agents(path, {"a": dt.date(2025, 6, 1), "b": None})
-
-    result = build_marts(path, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
-    assert not [n.unique_id for n in result.nodes if ".composite_relationships_" in n.unique_id]
-    assert result.count("pass") > 0
-
-    # nobody has 5 successes on t2 at 60 s: no one is ranked, coverage says why
-    coverage = read_mart(path, "coverage").set_index(["agent_id", "task_id", "budget_seconds"])
-    assert coverage.loc[("a", "t2", 60), "missing"] == 5
-    assert coverage.loc[("b", "t2", 60), "missing"] == 4
-    assert read_mart(path, "leaderboard").empty
-    scores = read_mart(path, "setting_scores").set_index(["agent_id", "task_id", "budget_seconds"])
-    assert scores.loc[("a", "t1", 60), "median_score"] == pytest.approx(0.58)
-    assert scores.loc[("a", "t1", 60), "attempts"] == 6
-    assert scores.loc[("b", "t2", 60), "median_score_hib"] == pytest.approx(-4.0)
-    rates = read_mart(path, "success_rates").set_index("agent_id")
-    assert rates.loc["a", "success_rate"] == pytest.approx(10 / 11)
-    flags = read_mart(path, "contamination_flags").set_index("agent_id")
-    assert bool(flags.loc["a", "contaminated"]) is True
-    assert pd.isna(flags.loc["b", "contaminated"])
-
-    assert read_mart(path, "suite_status")["provisional"].tolist() == [True]
-    # drop t2 from the suite file and its lone attempt: both agents are covered and ranked
-    with duckdb.connect(str(path)) as con:
-        con.execute("delete from raw.runs where task_id = 't2'")
-        con.execute("delete from raw.suite_settings where task_id = 't2'")
-    build_marts(path, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
-    board = read_mart(path, "leaderboard")
-    assert len(board) == 6
-    best = board[board["variant"] == "best_budget"].set_index("agent_id")
-    assert best.loc["b", "rank"] == 1 and best.loc["b", "score"] == pytest.approx(1.0)
-    uncertainty = read_mart(path, "leaderboard_uncertainty").set_index("agent_id")
-    assert uncertainty.loc["b", "p_rank_1"] == pytest.approx(1.0)
-    assert not uncertainty["provisional"].any()
+    return records
 
 
-def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
-    path = tmp_path / "bad.duckdb"
-    bad = run_record("a", "t1", 60, 0, score=0.7)
-    insert_runs(path, [bad.model_copy(update={"score_hib": -0.7})])
-
-    with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
-        build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts)
-
-
-def test_harness_errors_reach_the_ceiling_of_their_suite(tmp_path: Path, artifacts: Path):
-    """The ceiling comes from raw.suites (the suite files), for the suite that counts the run."""
-    path = tmp_path / "ceiling.duckdb"
-
-    def faults(agent: str, n: int, suite: str | None, first: int = 0) -> list[RunRecord]:
-        return [
-            run_record(agent, "t1", 60, first + i, status="harness_error", suite_id=suite)
-            for i in range(n)
-        ]
-
-    records = [
-        *faults("stuck", 3, "strict"),  # 3 of 3: stopped, lacks every success
-        *faults("unlucky", 2, "strict"),  # 2 of 3 and 4 successes
-        *(run_record("unlucky", "t1", 60, 10 + i, suite_id="strict") for i in range(4)),
-        *faults("lenient", 3, "loose"),  # 3 of 5
+# Harness faults: suites strict (ceiling 3) and loose (5), and raised: strict's runs with its
+# ceiling raised to 4 (the suite file changed).
+def _faults(agent: str, n: int, suite: str | None, first: int = 0) -> list[RunRecord]:
+    return [
+        run_record(agent, "t1", 60, first + i, status="harness_error", suite_id=suite)
+        for i in range(n)
     ]
-    insert_runs(path, records)
-    # imported runs: their source is their suite, which has no suite file: ceiling unknown
-    insert_runs(path, faults("imported", 4, None), source="tml-bench", run_space="tml-bench")
-    insert_suites(path, {"strict": 3, "loose": 5})
-    build_marts(path, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
 
-    rates = read_mart(path, "setting_success_rates").set_index("agent_id")
-    assert rates["n_harness_error"].to_dict() == {
-        "stuck": 3, "unlucky": 2, "lenient": 3, "imported": 4
-    }  # fmt: skip
-    ceilings = rates["harness_error_ceiling"]
-    assert ceilings.drop("imported").astype(int).to_dict() == {
-        "stuck": 3, "unlucky": 3, "lenient": 5
-    }  # fmt: skip
-    assert pd.isna(ceilings["imported"])  # no suite: unknown, never reached
-    reached = rates["harness_error_ceiling_reached"].astype(bool).to_dict()
-    assert reached == {"stuck": True, "unlucky": False, "lenient": False, "imported": False}
-    assert pd.isna(rates.loc["stuck", "success_rate"])  # harness faults are not the agent's
-    assert rates.loc["unlucky", "success_rate"] == 1.0
 
-    coverage = read_mart(path, "coverage").set_index("agent_id")
-    stopped = coverage[coverage["harness_error_ceiling_reached"] & (coverage["missing"] > 0)]
-    assert list(stopped.index) == ["stuck"] and stopped.loc["stuck", "n_harness_error"] == 3
+def ceiling_records() -> list[RunRecord]:
+    strict = [
+        *_faults("stuck", 3, "strict"),  # 3 of 3: stopped, lacks every success
+        *_faults("unlucky", 2, "strict"),  # 2 of 3 and 4 successes
+        *(run_record("unlucky", "t1", 60, 10 + i, suite_id="strict") for i in range(4)),
+    ]
+    lenient = _faults("lenient", 3, "loose")  # 3 of 5
+    return [*strict, *lenient, *_in_suite(strict, "raised")]
 
-    # the ceiling raised in the suite file (reloaded into raw.suites): no longer reached
-    with duckdb.connect(str(path)) as con:
-        con.execute("update raw.suites set harness_error_ceiling = 4 where suite_id = 'strict'")
-    build_marts(
-        path, select="setting_success_rates+", artifacts_dir=artifacts, exclude=CROSS_MART_TESTS
-    )
-    rates = read_mart(path, "setting_success_rates").set_index("agent_id")
-    assert not rates["harness_error_ceiling_reached"].any()
+
+CEILINGS = {"strict": 3, "loose": 5, "raised": 4}
 
 
 def _suite_records(suite: str, agents: dict[str, float], first_minute: float) -> list[RunRecord]:
@@ -269,114 +241,58 @@ def _suite_records(suite: str, agents: dict[str, float], first_minute: float) ->
     return records
 
 
-def _rows(path: Path, suite: str) -> dict[str, pd.DataFrame]:
-    """Every mart and display model's rows of ``suite``, sorted, without the index."""
-    with duckdb.connect(str(path), read_only=True) as con:
-        tables = con.sql(
-            "select table_schema, table_name from information_schema.tables "
-            "where table_schema in ('marts', 'display') order by 1, 2"
-        ).fetchall()
-        out = {}
-        for schema, table in tables:
-            frame = con.execute(
-                f'select * from {schema}."{table}" where suite_id = ?', [suite]
-            ).df()
-            floats = frame.select_dtypes("float").columns
-            frame[floats] = frame[floats].round(12)  # a sum in another order: last bits
-            frame = frame.astype(str)  # lists and NaN compare as text
-            out[f"{schema}.{table}"] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return out
+# Two suites sharing agents and tasks (issue 15): s2's attempts of the shared agent a are
+# earlier (they would take s1's first-N slots), s2 has a much better agent c (it would move
+# s1's normalization) and a budget s1 never ran would change s1's largest budget.
+def s1_records() -> list[RunRecord]:
+    return _suite_records("s1", {"a": 0.5, "b": 0.6}, first_minute=100)
 
 
-def test_two_suites_in_one_warehouse_give_each_suite_what_it_gives_alone(
-    tmp_path: Path, artifacts: Path
-):
-    """Issue 15: suites sharing agents and tasks never mix. s2's attempts of the shared agent a
-    are earlier (they would take s1's first-N slots), s2 has a much better agent c (it would
-    move s1's normalization) and a budget s1 never ran would change s1's largest budget."""
-    s1 = _suite_records("s1", {"a": 0.5, "b": 0.6}, first_minute=100)
+def s2_records() -> list[RunRecord]:
     s2 = _suite_records("s2", {"a": 0.9, "c": 0.99}, first_minute=0)
     s2 += [
         run_record("a", "t1", 1200, 50 + i, score=0.95, suite_id="s2", run_id=f"s2-a-1200-{i}")
         for i in range(5)
     ]
     s2.append(run_record("c", "t1", 1200, 60, score=0.1, suite_id="s2", run_id="s2-c-1200"))
-    vars_ = {"bootstrap_replicates": 20}
-    alone, together = tmp_path / "alone.duckdb", tmp_path / "together.duckdb"
-    insert_runs(alone, s1)
-    insert_runs(together, s1 + s2)
-    for path in (alone, together):
-        insert_suites(path, {"s1": 3, "s2": 3})
-        insert_tasks(path, {"t1": ("maximize", None), "t2": ("maximize", None)})
-        insert_agents(path, {"a": None, "b": None, "c": None})
-        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
-
-    expected, actual = _rows(alone, "s1"), _rows(together, "s1")
-    assert expected.keys() == actual.keys()
-    assert not expected["marts.leaderboard"].empty
-    for name, frame in expected.items():
-        pd.testing.assert_frame_equal(actual[name], frame, obj=name)
-    # and s2 is there, ranked on its own: c lacks successes at 1200 s, a budget only s2 ran
-    board = _rows(together, "s2")["marts.leaderboard"]
-    assert set(board["agent_id"]) == {"a"}
+    return s2
 
 
-def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
-    tmp_path: Path, artifacts: Path
-):
-    """The demo's and tml-v1's folders hold the same run ids (baselines on the same tasks); suite
-    c shares a's folder but lists only agent x (as tml-v1-llm shares tml-v1's baselines). Each
-    suite's rows equal those of a warehouse holding that suite alone."""
-
-    def records(suite: str, edges: dict[str, float]) -> list[RunRecord]:
-        return [
-            run_record(agent, task, 60, minute, score=0.5 + edge + minute / 100, suite_id=suite)
-            for agent, edge in edges.items()
-            for task in ("t1", "t2")
-            for minute in range(5)
-        ]  # default run ids: the same in both folders
-
-    a, b = records("a", {"x": 0.1, "y": 0.0}), records("b", {"x": 0.0, "y": 0.2})
-    only_x = [r.model_copy(update={"suite_id": "c"}) for r in a if r.agent_id == "x"]
-    vars_ = {"bootstrap_replicates": 20}
-    paths = {name: tmp_path / f"{name}.duckdb" for name in ("together", "a", "b", "c")}
-    for name, runs in (("together", a + b), ("a", a), ("b", b), ("c", only_x)):
-        insert_runs(paths[name], runs)
-        insert_tasks(paths[name], {"t1": ("maximize", None), "t2": ("maximize", None)})
-    with duckdb.connect(str(paths["together"])) as con:  # suite c: a's folder, x's settings
-        declare_suite(con, "c", "a", agents=["x"])
-    for path in paths.values():
-        build_marts(path, dbt_vars=vars_, artifacts_dir=artifacts, exclude=CROSS_MART_TESTS)
-
-    together = {suite: _rows(paths["together"], suite) for suite in ("a", "b", "c")}
-    for suite in ("a", "b", "c"):
-        alone = _rows(paths[suite], suite)
-        for name, frame in alone.items():
-            got = together[suite][name]
-            # c's runs lie in a's folder; alone, in c's: where a record lies (and what it says
-            # of itself, display.runs_display's record fields) differs, not what a suite counts
-            lies = ["run_space", "recorded_suite_id", "source_path", "record_sha256"]
-            lies = [column for column in lies if column in frame.columns]
-            got, frame = got.drop(columns=lies), frame.drop(columns=lies)
-            pd.testing.assert_frame_equal(got, frame, obj=f"{name} of {suite}")
-    winners = {
-        suite: tables["marts.leaderboard"]
-        .query("variant == 'best_budget' and rank == '1'")["agent_id"]
-        .tolist()
-        for suite, tables in together.items()
-    }
-    assert winners == {"a": ["x"], "b": ["y"], "c": ["x"]}
+S12_SUITES = {"s1": 3, "s2": 3}
 
 
-def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Path, artifacts: Path):
-    """Issue 25: one folder of runs, two suites over it. "sane" lists agents a, b and c; "absurd"
-    lists them and z, whose RMSE is 5.3e152 (one prediction of 1.3e154) and whose AUC is 0.3,
-    both worse than the trivial prediction every record carries. Every number of a, b and c
-    (points, task ranks, the leaderboard, rank stability, time scaling, the bootstrap) is the
-    same in both suites; only the paper's points, kept beside them, let z flatten the RMSE cell."""
-    quality = {"a": 0.9, "b": 0.8, "c": 0.7}
+# The demo's and tml-v1's folders hold the same run ids (baselines on the same tasks): suites a
+# and b; suite c shares a's folder but lists only agent x (as tml-v1-llm shares tml-v1's
+# baselines). Alone, c's runs lie in a folder of their own.
+def same_run_ids_records(suite: str, edges: dict[str, float]) -> list[RunRecord]:
+    return [
+        run_record(agent, task, 60, minute, score=0.5 + edge + minute / 100, suite_id=suite)
+        for agent, edge in edges.items()
+        for task in ("t1", "t2")
+        for minute in range(5)
+    ]  # default run ids: the same in both folders
+
+
+def suite_a_records() -> list[RunRecord]:
+    return same_run_ids_records("a", {"x": 0.1, "y": 0.0})
+
+
+def suite_b_records() -> list[RunRecord]:
+    return same_run_ids_records("b", {"x": 0.0, "y": 0.2})
+
+
+def suite_c_alone_records() -> list[RunRecord]:
+    return _in_suite([r for r in suite_a_records() if r.agent_id == "x"], "c")
+
+
+# Issue 25: one folder of runs (suite absurd's), two suites over it: sane lists a, b and c;
+# absurd lists them and z, whose RMSE is 5.3e152 and whose AUC is 0.3.
+QUALITY = {"a": 0.9, "b": 0.8, "c": 0.7}
+
+
+def absurd_records() -> list[RunRecord]:
     records = []
-    for agent, base in [*quality.items(), ("z", None)]:
+    for agent, base in [*QUALITY.items(), ("z", None)]:
         for budget in (60, 600):
             for i in range(5):
                 auc = 0.3 if base is None else base + budget / 10_000 + i / 100
@@ -398,25 +314,240 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
                             run_id=f"{agent}-{task}-{budget}-{i}",
                         )
                     )
-    path = tmp_path / "warehouse.duckdb"
+    return records
+
+
+# Suite three's file says `attempts: 3`; suite part lists 2 agents × 2 tasks and ran one setting.
+def three_and_part_records() -> list[RunRecord]:
+    three = [
+        run_record(agent, task, 60, minute, score=0.5 + edge + minute / 100, suite_id="three")
+        for agent, edge in (("x", 0.1), ("y", 0.0))
+        for task in ("t1", "t2")
+        for minute in range(3)
+    ]
+    part = [run_record("x", "t1", 60, minute, score=0.7, suite_id="part") for minute in range(5)]
+    return three + part
+
+
+def build_scenarios(folder: Path) -> None:
+    path = folder / "warehouse.duckdb"
+    records = [
+        *_in_suite(hand_made_records(), "hand-made"),
+        *_in_suite([r for r in hand_made_records() if r.task_id != "t2"], "covered"),
+        *ceiling_records(),
+        *s1_records(),
+        *s2_records(),
+        *suite_a_records(),
+        *suite_b_records(),
+        *absurd_records(),
+        *three_and_part_records(),
+    ]
     insert_runs(path, records)
-    insert_tasks(path, {"auc": ("maximize", None), "rmse": ("minimize", None)})
-    insert_agents(path, {agent: None for agent in [*quality, "z"]})
+    # imported runs: their source is their suite, which has no suite file: ceiling unknown
+    insert_runs(path, _faults("imported", 4, None), source="tml-bench", run_space="tml-bench")
+    insert_suites(path, {**CEILINGS, **S12_SUITES})
+    insert_suites(path, {"three": 3, "part": 3}, attempts={"three": 3, "part": 5})
+    insert_specs(path)
     with duckdb.connect(str(path)) as con:
-        declare_suite(con, "sane", "absurd", agents=list(quality))
+        # hand-made's suite file lists t2 for a too (never run)
+        con.execute("insert into raw.suite_settings values ('hand-made', 'a', 't2', 60)")
+        declare_suite(con, "c", "a", agents=["x"])  # suite c: a's folder, x's settings
+        declare_suite(con, "sane", "absurd", agents=list(QUALITY))
+        # part's file lists what it never ran
+        con.execute(
+            "insert or ignore into raw.suite_settings select 'part', agent, task, 60 "
+            "from (values ('x'), ('y')) as a(agent), (values ('t1'), ('t2')) as t(task)"
+        )
     build_marts(
-        path,
-        dbt_vars={"bootstrap_replicates": 20},
-        artifacts_dir=artifacts,
-        exclude=CROSS_MART_TESTS,
+        path, dbt_vars=SCENARIO_VARS, artifacts_dir=folder / "dbt", exclude=SCENARIO_EXCLUDE
     )
+
+
+@pytest.fixture(scope="session")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The warehouse of every scenario, its marts built (its dbt artifacts in ../dbt)."""
+    return built_once(tmp_path_factory, "dbt-scenarios", build_scenarios) / "warehouse.duckdb"
+
+
+# Suites alone: s1 (beside c in a folder of its own, with which it shares no agent, run id or
+# folder), a alone and b alone (same run ids: neither may be beside the other, nor beside c,
+# whose runs are a's). These builds make the marts only: the tests compare their rows with the
+# scenarios build's, whose data tests ran on those same rows.
+ALONE_EXCLUDE = f"{SCENARIO_EXCLUDE} resource_type:test"
+ALONE = {
+    "s1-and-c": lambda: [*s1_records(), *suite_c_alone_records()],
+    "a": suite_a_records,
+    "b": suite_b_records,
+}
+
+
+def build_alone(folder: Path) -> None:
+    for name, records in ALONE.items():
+        path = folder / f"{name}.duckdb"
+        insert_runs(path, records())
+        if name == "s1-and-c":
+            insert_suites(path, S12_SUITES)
+        insert_specs(path)
+        build_marts(
+            path,
+            dbt_vars=SCENARIO_VARS,
+            artifacts_dir=folder / f"dbt-{name}",
+            exclude=ALONE_EXCLUDE,
+        )
+
+
+@pytest.fixture(scope="session")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """suite → a warehouse without the suites it shares agents, run ids or a folder with."""
+    folder = built_once(tmp_path_factory, "dbt-alone", build_alone)
+    return {"s1": folder / "s1-and-c.duckdb", "c": folder / "s1-and-c.duckdb"} | {
+        suite: folder / f"{suite}.duckdb" for suite in ("a", "b")
+    }
+
+
+def test_the_scenarios_build_runs_every_data_test_but_no_cross_mart_or_unit_test(
+    scenarios: Path,
+):
+    results = json.loads((scenarios.parent / "dbt" / "target" / "run_results.json").read_text())
+    ids = [result["unique_id"] for result in results["results"]]
+    assert not [i for i in ids if ".composite_relationships_" in i or i.startswith("unit_test.")]
+    assert sum(1 for i in ids if i.startswith("test.")) > 100
+    assert {result["status"] for result in results["results"]} <= {"success", "pass"}
+
+
+def test_hand_made_rows_build_and_fill_the_marts(scenarios: Path):
+    path = scenarios
+    # nobody has 5 successes on t2 at 60 s: no one is ranked, coverage says why
+    coverage = read_suite_mart(path, "coverage", "hand-made")
+    coverage = coverage.set_index(["agent_id", "task_id", "budget_seconds"])
+    assert coverage.loc[("a", "t2", 60), "missing"] == 5
+    assert coverage.loc[("b", "t2", 60), "missing"] == 4
+    assert read_suite_mart(path, "leaderboard", "hand-made").empty
+    scores = read_suite_mart(path, "setting_scores", "hand-made")
+    scores = scores.set_index(["agent_id", "task_id", "budget_seconds"])
+    assert scores.loc[("a", "t1", 60), "median_score"] == pytest.approx(0.58)
+    assert scores.loc[("a", "t1", 60), "attempts"] == 6
+    assert scores.loc[("b", "t2", 60), "median_score_hib"] == pytest.approx(-4.0)
+    rates = read_suite_mart(path, "success_rates", "hand-made").set_index("agent_id")
+    assert rates.loc["a", "success_rate"] == pytest.approx(10 / 11)
+    flags = read_suite_mart(path, "contamination_flags", "hand-made").set_index("agent_id")
+    assert bool(flags.loc["a", "contaminated"]) is True
+    assert pd.isna(flags.loc["b", "contaminated"])
+
+    assert read_suite_mart(path, "suite_status", "hand-made")["provisional"].tolist() == [True]
+    # t2 dropped from the suite file and its lone attempt (suite covered): both agents are
+    # covered and ranked
+    board = read_suite_mart(path, "leaderboard", "covered")
+    assert len(board) == 6
+    best = board[board["variant"] == "best_budget"].set_index("agent_id")
+    assert best.loc["b", "rank"] == 1 and best.loc["b", "score"] == pytest.approx(1.0)
+    uncertainty = read_suite_mart(path, "leaderboard_uncertainty", "covered").set_index("agent_id")
+    assert uncertainty.loc["b", "p_rank_1"] == pytest.approx(1.0)
+    assert not uncertainty["provisional"].any()
+
+
+def test_harness_errors_reach_the_ceiling_of_their_suite(scenarios: Path):
+    """The ceiling comes from raw.suites (the suite files), for the suite that counts the run."""
+    path = scenarios
+    suites = ("strict", "loose", "tml-bench")
+    rates = read_suite_mart(path, "setting_success_rates", *suites).set_index("agent_id")
+    assert rates["n_harness_error"].to_dict() == {
+        "stuck": 3, "unlucky": 2, "lenient": 3, "imported": 4
+    }  # fmt: skip
+    ceilings = rates["harness_error_ceiling"]
+    assert ceilings.drop("imported").astype(int).to_dict() == {
+        "stuck": 3, "unlucky": 3, "lenient": 5
+    }  # fmt: skip
+    assert pd.isna(ceilings["imported"])  # no suite: unknown, never reached
+    reached = rates["harness_error_ceiling_reached"].astype(bool).to_dict()
+    assert reached == {"stuck": True, "unlucky": False, "lenient": False, "imported": False}
+    assert pd.isna(rates.loc["stuck", "success_rate"])  # harness faults are not the agent's
+    assert rates.loc["unlucky", "success_rate"] == 1.0
+
+    coverage = read_suite_mart(path, "coverage", *suites).set_index("agent_id")
+    stopped = coverage[coverage["harness_error_ceiling_reached"] & (coverage["missing"] > 0)]
+    assert list(stopped.index) == ["stuck"] and stopped.loc["stuck", "n_harness_error"] == 3
+
+    # the ceiling raised in the suite file (suite raised: strict's runs, ceiling 4): not reached
+    rates = read_suite_mart(path, "setting_success_rates", "raised", "loose", "tml-bench")
+    assert set(rates["agent_id"]) == {"stuck", "unlucky", "lenient", "imported"}
+    assert not rates["harness_error_ceiling_reached"].any()
+
+
+def _rows(path: Path, suite: str) -> dict[str, pd.DataFrame]:
+    """Every mart and display model's rows of ``suite``, sorted, without the index."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        tables = con.sql(
+            "select table_schema, table_name from information_schema.tables "
+            "where table_schema in ('marts', 'display') order by 1, 2"
+        ).fetchall()
+        out = {}
+        for schema, table in tables:
+            frame = con.execute(
+                f'select * from {schema}."{table}" where suite_id = ?', [suite]
+            ).df()
+            floats = frame.select_dtypes("float").columns
+            frame[floats] = frame[floats].round(12)  # a sum in another order: last bits
+            frame = frame.astype(str)  # lists and NaN compare as text
+            out[f"{schema}.{table}"] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
+    return out
+
+
+def test_two_suites_in_one_warehouse_give_each_suite_what_it_gives_alone(
+    scenarios: Path, alone: dict[str, Path]
+):
+    """Issue 15: suites sharing agents and tasks never mix (s1 and s2 above, and every other
+    scenario beside them)."""
+    expected, actual = _rows(alone["s1"], "s1"), _rows(scenarios, "s1")
+    assert expected.keys() == actual.keys()
+    assert not expected["marts.leaderboard"].empty
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(actual[name], frame, obj=name)
+    # and s2 is there, ranked on its own: c lacks successes at 1200 s, a budget only s2 ran
+    board = _rows(scenarios, "s2")["marts.leaderboard"]
+    assert set(board["agent_id"]) == {"a"}
+
+
+def test_suites_under_the_same_run_ids_and_a_shared_folder_stay_apart(
+    scenarios: Path, alone: dict[str, Path]
+):
+    """The demo's and tml-v1's folders hold the same run ids (suites a and b); suite c shares a's
+    folder but lists only agent x. Each suite's rows equal those of a warehouse without the
+    suites it shares run ids with."""
+    together = {suite: _rows(scenarios, suite) for suite in ("a", "b", "c")}
+    for suite in ("a", "b", "c"):
+        by_itself = _rows(alone[suite], suite)
+        for name, frame in by_itself.items():
+            got = together[suite][name]
+            # c's runs lie in a's folder; alone, in c's: where a record lies (and what it says
+            # of itself, display.runs_display's record fields) differs, not what a suite counts
+            lies = ["run_space", "recorded_suite_id", "source_path", "record_sha256"]
+            lies = [column for column in lies if column in frame.columns]
+            got, frame = got.drop(columns=lies), frame.drop(columns=lies)
+            pd.testing.assert_frame_equal(got, frame, obj=f"{name} of {suite}")
+    winners = {
+        suite: tables["marts.leaderboard"]
+        .query("variant == 'best_budget' and rank == '1'")["agent_id"]
+        .tolist()
+        for suite, tables in together.items()
+    }
+    assert winners == {"a": ["x"], "b": ["y"], "c": ["x"]}
+
+
+def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(scenarios: Path):
+    """Issue 25: one folder of runs, two suites over it. "sane" lists agents a, b and c; "absurd"
+    lists them and z, whose RMSE is 5.3e152 (one prediction of 1.3e154) and whose AUC is 0.3,
+    both worse than the trivial prediction every record carries. Every number of a, b and c
+    (points, task ranks, the leaderboard, rank stability, time scaling, the bootstrap) is the
+    same in both suites; only the paper's points, kept beside them, let z flatten the RMSE cell."""
+    path = scenarios
 
     def numbers(suite: str) -> dict[str, pd.DataFrame]:
         out = {}
         for name, frame in _rows(path, suite).items():
             if "agent_id" not in frame.columns:
                 continue
-            frame = frame[frame["agent_id"].isin(list(quality))]
+            frame = frame[frame["agent_id"].isin(list(QUALITY))]
             if name == "marts.leaderboard_rank_probabilities":  # ranks 1..4 beside 1..3
                 frame = frame[frame["probability"].astype(float) > 0]
             paper = [c for c in frame.columns if "paper" in c]
@@ -436,7 +567,8 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
     for name, frame in sane.items():
         pd.testing.assert_frame_equal(absurd[name], frame, obj=name)
 
-    points = read_mart(path, "normalized_scores").set_index(["suite_id", "agent_id", "task_id"])
+    points = read_suite_mart(path, "normalized_scores", "sane", "absurd")
+    points = points.set_index(["suite_id", "agent_id", "task_id"])
     cell = points[points["budget_seconds"] == 60]
     assert cell.loc[("absurd", "b", "rmse"), "points"] == cell.loc[("sane", "b", "rmse"), "points"]
     assert cell.loc[("sane", "b", "rmse"), "points"] == pytest.approx(0.5)
@@ -446,42 +578,21 @@ def test_an_agent_worse_than_trivial_moves_no_other_agents_numbers(tmp_path: Pat
 
 
 def test_a_suite_with_three_attempts_ranks_its_agents_and_a_partial_one_is_provisional(
-    tmp_path: Path, artifacts: Path
+    scenarios: Path,
 ):
     """Suite three's file says `attempts: 3`: agents with 3 successes in every setting are ranked
     (with the paper's 5 none would be). Suite part lists 2 agents × 2 tasks and ran one setting
     to the end (as tml-v1 with 1 of 36): nobody is ranked (no P(rank 1) = 100 %), the suite is
     provisional, 1 of 4 settings, and coverage lists the 3 never run."""
-    path = tmp_path / "w.duckdb"
-    three = [
-        run_record(agent, task, 60, minute, score=0.5 + edge + minute / 100, suite_id="three")
-        for agent, edge in (("x", 0.1), ("y", 0.0))
-        for task in ("t1", "t2")
-        for minute in range(3)
-    ]
-    part = [run_record("x", "t1", 60, minute, score=0.7, suite_id="part") for minute in range(5)]
-    insert_runs(path, three + part)
-    insert_suites(path, {"three": 3, "part": 3}, attempts={"three": 3, "part": 5})
-    with duckdb.connect(str(path)) as con:  # part's file lists what it never ran
-        con.execute(
-            "insert or ignore into raw.suite_settings select 'part', agent, task, 60 "
-            "from (values ('x'), ('y')) as a(agent), (values ('t1'), ('t2')) as t(task)"
-        )
-    build_marts(
-        path,
-        dbt_vars={"bootstrap_replicates": 20},
-        artifacts_dir=artifacts,
-        exclude=CROSS_MART_TESTS,
-    )
-
-    board = read_mart(path, "leaderboard").query("variant == 'best_budget'")
+    path = scenarios
+    board = read_suite_mart(path, "leaderboard", "three", "part").query("variant == 'best_budget'")
     assert board.set_index("agent_id").query("suite_id == 'three'")["rank"].to_dict() == {
         "x": 1, "y": 2
     }  # fmt: skip
     assert board.query("suite_id == 'part'").empty
     for mart in ("leaderboard_uncertainty", "leaderboard_rank_probabilities"):
         assert read_mart(path, mart).query("suite_id == 'part'").empty
-    status = read_mart(path, "suite_status").set_index("suite_id")
+    status = read_suite_mart(path, "suite_status", "three", "part").set_index("suite_id")
     assert status.loc["three", ["counted_successes", "provisional"]].tolist() == [3, False]
     part_status = status.loc["part"]
     assert part_status["provisional"] and part_status["counted_successes"] == 5

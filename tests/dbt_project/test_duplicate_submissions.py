@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 
 from runner.attempts.records import RunRecord, write_record
-from tools.dbt_warehouse import count_every_setting, read_mart
+from tests.support.session_build import built_once
+from tools.dbt_warehouse import SCENARIO_EXCLUDE, count_every_setting, read_suite_mart
 from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
-from warehouse.marts import CROSS_MART_TESTS, build_marts
+from warehouse.marts import build_marts
 
 # integration: real dbt builds of test warehouses
 # xdist_group: its module fixtures (dbt builds) are built once, on one worker, not on each
@@ -40,10 +41,6 @@ def fingerprinted(record: RunRecord, normalized: str | None, raw: str | None = N
             "submission_sha256": raw if raw is not None else normalized,
         }
     )
-
-
-def in_suite(record: RunRecord) -> RunRecord:
-    return record.model_copy(update={"suite_id": SUITE})
 
 
 def scenario() -> list[RunRecord]:
@@ -87,30 +84,44 @@ def scenario() -> list[RunRecord]:
     return records
 
 
-@pytest.fixture(scope="module")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("duplicates")
-    records = [in_suite(r) for r in scenario()]
-    for record in records:
-        run_dir = root / "runs" / SUITE / record.run_id  # the suite's folder
-        run_dir.mkdir(parents=True)
-        write_record(run_dir, record)
+# A 6th success of honest on t1 at 60 s (not counted) repeating a counted one's answer: suite
+# LATE holds SUITE's records and this one (its own folder, the same warehouse and build).
+LATE = "dup-late"
+
+
+def late_record() -> RunRecord:
+    return fingerprinted(make_record("honest", "t1", 60, 30, score=0.6), sha("honest t1 60 0"))
+
+
+def build(root: Path) -> None:
+    """Both suites' records written to their folders, loaded by the real loader, marts built."""
+    suites = {SUITE: scenario(), LATE: [*scenario(), late_record()]}
+    for suite, records in suites.items():
+        for record in records:
+            run_dir = root / "runs" / suite / record.run_id  # the suite's folder
+            run_dir.mkdir(parents=True)
+            write_record(run_dir, record.model_copy(update={"suite_id": suite}))
     path = root / "warehouse.duckdb"
     con = connect(path)
     try:
         apply_ddl(con)
         report = load_runs(con, root / "runs")
-        assert not report.rejected and report.new == len(records), report.rejected
+        written = sum(len(records) for records in suites.values())
+        assert not report.rejected and report.new == written, report.rejected
     finally:
         con.close()
-    count_every_setting(path)  # the suite file: every setting of its folder
+    count_every_setting(path)  # each suite file: every setting of its folder
     build_marts(
         path,
         dbt_vars={"bootstrap_replicates": 5},
         artifacts_dir=root / "dbt",
-        exclude=CROSS_MART_TESTS,
+        exclude=SCENARIO_EXCLUDE,
     )
-    return path
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built_once(tmp_path_factory, "duplicates", build) / "warehouse.duckdb"
 
 
 def _run_id(agent: str, task: str, budget: int, minute: int) -> str:
@@ -118,7 +129,9 @@ def _run_id(agent: str, task: str, budget: int, minute: int) -> str:
 
 
 def test_the_duplicate_mart_flags_the_replayed_submission_and_nothing_else(warehouse: Path):
-    groups = read_mart(warehouse, "duplicate_submissions").set_index("submission_normalized_sha256")
+    groups = read_suite_mart(warehouse, "duplicate_submissions", SUITE).set_index(
+        "submission_normalized_sha256"
+    )
     assert sorted(groups.index) == sorted([REPLAYED, SHARED])
     assert set(groups["task_id"]) == {"t1"}
     assert (groups["suite_id"] == SUITE).all()
@@ -138,7 +151,7 @@ def test_the_duplicate_mart_flags_the_replayed_submission_and_nothing_else(wareh
 
 
 def test_twins_list_exactly_the_attempts_of_the_two_groups(warehouse: Path):
-    twins = read_mart(warehouse, "submission_twins").set_index("run_id")
+    twins = read_suite_mart(warehouse, "submission_twins", SUITE).set_index("run_id")
     assert set(twins.index) == {
         _run_id("replayer", "t1", 60, 1),
         _run_id("replayer", "t1", 60, 3),
@@ -160,7 +173,7 @@ def test_twins_list_exactly_the_attempts_of_the_two_groups(warehouse: Path):
 
 
 def test_setting_duplicates_flag_only_the_replayed_setting(warehouse: Path):
-    settings = read_mart(warehouse, "setting_duplicates").set_index(
+    settings = read_suite_mart(warehouse, "setting_duplicates", SUITE).set_index(
         ["agent_id", "task_id", "budget_seconds"]
     )
     flagged = settings[settings["duplicated_counted"].fillna(False).astype(bool)]
@@ -178,36 +191,15 @@ def test_setting_duplicates_flag_only_the_replayed_setting(warehouse: Path):
     assert pd.isna(legacy["duplicated_counted"]) and pd.isna(legacy["duplicated"])
 
 
-def test_a_replay_after_the_counted_attempts_is_flagged_but_not_counted(
-    warehouse: Path, tmp_path: Path
-):
+def test_a_replay_after_the_counted_attempts_is_flagged_but_not_counted(warehouse: Path):
     """A 6th success (not counted) repeating a counted one: within_setting, not counted."""
-    path = tmp_path / "late.duckdb"
-    path.write_bytes(warehouse.read_bytes())
-    late = in_suite(
-        fingerprinted(make_record("honest", "t1", 60, 30, score=0.6), sha("honest t1 60 0"))
-    )
-    run_dir = tmp_path / "runs" / SUITE / late.run_id
-    run_dir.mkdir(parents=True)
-    write_record(run_dir, late)
-    con = connect(path)
-    try:
-        assert load_runs(con, tmp_path / "runs").new == 1
-    finally:
-        con.close()
-    build_marts(
-        path,
-        dbt_vars={"bootstrap_replicates": 5},
-        artifacts_dir=tmp_path / "dbt",
-        exclude=CROSS_MART_TESTS,
-    )
-
-    groups = read_mart(path, "duplicate_submissions").set_index("submission_normalized_sha256")
+    groups = read_suite_mart(warehouse, "duplicate_submissions", LATE)
+    groups = groups.set_index("submission_normalized_sha256")
     assert len(groups) == 3
     late_group = groups.loc[sha("honest t1 60 0")]
     assert bool(late_group["within_setting"]) and not bool(late_group["within_setting_counted"])
     assert (late_group["n_attempts"], late_group["n_counted"]) == (2, 1)
-    settings = read_mart(path, "setting_duplicates").set_index(
+    settings = read_suite_mart(warehouse, "setting_duplicates", LATE).set_index(
         ["agent_id", "task_id", "budget_seconds"]
     )
     honest = settings.loc[("honest", "t1", 60)]

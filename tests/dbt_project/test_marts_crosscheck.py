@@ -11,7 +11,7 @@ tasks with it (earlier attempts, other scores, an agent of its own, fault ceilin
 and its own N: `attempts: 3`) and suite "removed" has no
 suite file (so it counts nothing; its runs stay in raw.runs): the reference computes every suite alone (ARCHITECTURE.md: a suite's marts never
 include another suite's runs), from the (suite, run) pairs of int_setting_runs (which runs a
-suite counts is that model's rule, tested beside it). dbt runs once for the module; the
+suite counts is that model's rule, tested beside it). dbt runs once for the session; the
 bootstrap is recomputed with the same integer hash.
 """
 
@@ -42,6 +42,7 @@ from tests.support.leaderboard_reference import (
     records_frame,
 )
 from tests.support.leaderboard_reference import success_rates as reference_success_rates
+from tests.support.session_build import built_once
 from tools.dbt_warehouse import (
     insert_agents,
     insert_runs,
@@ -50,7 +51,7 @@ from tools.dbt_warehouse import (
     read_mart,
 )
 from tools.records import make_record as run_record
-from warehouse.marts import DBT_PROJECT_DIR, build_marts
+from warehouse.marts import DBT_PROJECT_DIR, UNIT_TESTS, build_marts
 
 # integration: real dbt builds, every mart recomputed in pandas
 # xdist_group: its module fixtures (dbt builds) are built once, on one worker, not on each
@@ -252,9 +253,9 @@ def with_costs(records: list[RunRecord]) -> list[RunRecord]:
     return out
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
-    root = tmp_path_factory.mktemp("crosscheck")
+def build(root: Path) -> None:
+    """The records in root/warehouse.duckdb, every mart built (dbt's unit tests aside: the
+    models' SQL on fixed inputs, which tests/dbt_project/test_dbt_build.py's fresh build runs)."""
     path = root / "warehouse.duckdb"
     records = with_suites(with_costs(make_records()))
     insert_runs(path, records)
@@ -271,8 +272,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
             )
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF})
-    build_marts(path, artifacts_dir=root / "dbt")
-    return path, records
+    build_marts(path, artifacts_dir=root / "dbt", exclude=UNIT_TESTS)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
+    """The warehouse, built once, and the records it holds (the same deterministic records)."""
+    root = built_once(tmp_path_factory, "crosscheck", build)
+    return root / "warehouse.duckdb", with_suites(with_costs(make_records()))
 
 
 @pytest.fixture(scope="module")
@@ -948,7 +955,9 @@ def test_bootstrap_is_deterministic(built, tmp_path: Path, replicates):
     path = tmp_path / "again.duckdb"
     insert_runs(path, built[1])
     insert_suites(path, SUITES, attempts=ATTEMPTS, provider_ceilings=PROVIDER_CEILINGS)
-    build_marts(path, select="+leaderboard_uncertainty", artifacts_dir=tmp_path / "dbt")
+    build_marts(
+        path, select="+leaderboard_uncertainty", artifacts_dir=tmp_path / "dbt", exclude=UNIT_TESTS
+    )
     order = ["suite_id", "agent_id"]
     first = read_mart(built[0], "leaderboard_uncertainty").sort_values(order)
     second = read_mart(path, "leaderboard_uncertainty").sort_values(order)

@@ -195,7 +195,7 @@ def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
     from runner.attempts.records import load_records
     from runner.suites.benchmark_settings import ceiling_count
     from tools.dbt_warehouse import declare_suite, read_mart
-    from warehouse.marts import build_marts
+    from warehouse.marts import UNIT_TESTS, build_marts
 
     runs = tmp_path / "runs"
     folder = runs / "s"
@@ -213,7 +213,9 @@ def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
     with connect(path) as con:
         assert load_runs(con, runs).rejected == []
         declare_suite(con, "s", "s")  # harness_error_ceiling 3
-    build_marts(path, select="+setting_success_rates", artifacts_dir=tmp_path / "dbt")
+    build_marts(
+        path, select="+setting_success_rates", artifacts_dir=tmp_path / "dbt", exclude=UNIT_TESTS
+    )
     rates = read_mart(path, "setting_success_rates").set_index("budget_seconds")
     forgiven_ids = forgiven_run_ids(folder)
     for budget in (60, 600):

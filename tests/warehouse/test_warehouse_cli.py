@@ -19,6 +19,7 @@ from runner.specs.registry import list_agents
 from tests.support import tml_bench as tb
 from tests.support.cli_imports import HEAVY, imported_by
 from tests.support.run_folders import write, write_raw
+from tools.dbt_warehouse import CLI_WITHOUT_UNIT_TESTS
 from tools.records import make_record as rec
 from warehouse.db import connect
 
@@ -45,6 +46,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "TMLBENCH_RUNS_DIR": str(runs),
         "TMLBENCH_SUITES_DIR": str(suites),
         "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
+        **CLI_WITHOUT_UNIT_TESTS,  # `warehouse build`: every data test, dbt's unit tests aside
     }
 
 

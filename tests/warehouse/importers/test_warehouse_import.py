@@ -378,8 +378,9 @@ def tables(db: Path) -> set[str]:
 
 def test_marts_build_on_imported_runs_of_every_generation(tmp_path: Path):
     """dbt's data tests accept what the original did not record; the medians are the rules'."""
+    from tools.dbt_warehouse import SCENARIO_EXCLUDE
     from warehouse.db import apply_ddl, connect
-    from warehouse.marts import CROSS_MART_TESTS, build_marts
+    from warehouse.marts import build_marts
 
     scores = {tb.GLM: [0.91, 0.93, 0.90, 0.95, 0.92, 0.10], tb.QWEN: [0.85, 0.86, 0.84, 0.87, 0.88]}
     runs = [
@@ -396,7 +397,7 @@ def test_marts_build_on_imported_runs_of_every_generation(tmp_path: Path):
     con.close()
     assert (report.runs.new, report.rejected) == (13, [])
 
-    build_marts(path, artifacts_dir=tmp_path / "dbt", exclude=CROSS_MART_TESTS)
+    build_marts(path, artifacts_dir=tmp_path / "dbt", exclude=SCENARIO_EXCLUDE)
     con = connect(path, read_only=True)
     try:
         medians = dict(

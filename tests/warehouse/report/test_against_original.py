@@ -43,6 +43,7 @@ from click.testing import CliRunner
 
 from runner.command_line import cli
 from tests.support import paper_figures, paper_results, report_numbers
+from tools.dbt_warehouse import CLI_WITHOUT_UNIT_TESTS
 
 # integration: the original's database through tmlbench's real commands, whose `warehouse build`
 # writes the repository's dbt_project/target (one writer of it at a time: tests/README.md), and
@@ -78,6 +79,7 @@ def numbers(database: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         "TMLBENCH_WAREHOUSE": str(warehouse),
         "TMLBENCH_RUNS_DIR": str(home / "runs"),
         "TMLBENCH_SUITES_DIR": str(home / "suites"),
+        **CLI_WITHOUT_UNIT_TESTS,  # `warehouse build`: every data test, dbt's unit tests aside
     }
     report = home / "report"
     for args in (
