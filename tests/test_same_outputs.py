@@ -15,7 +15,7 @@ from tests.support.demo_outputs import (
     read_marts,
     terminal_leaderboard,
 )
-from tests.support.session_build import built_once
+from tests.support.workers import shared_session_dir
 
 # integration: the demo suite run for real and its marts built by dbt
 # xdist_group: its module fixtures (the demo run and its dbt build) are built once, on one worker, not on each
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("same_outputs")]
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory):
-    root = built_once(tmp_path_factory, "demo", build_demo)
+    root = shared_session_dir(tmp_path_factory, "demo", build_demo)
     return demo_paths(root), root / "warehouse.duckdb"
 
 

@@ -16,7 +16,7 @@ import yaml
 from runner.attempts.records import STATUSES, RunRecord
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
-from tests.support.session_build import built_once
+from tests.support.workers import shared_session_dir
 from tools.dbt_warehouse import (
     SCENARIO_EXCLUDE,
     declare_suite,
@@ -366,7 +366,9 @@ def build_scenarios(folder: Path) -> None:
 @pytest.fixture(scope="session")
 def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The warehouse of every scenario, its marts built (its dbt artifacts in ../dbt)."""
-    return built_once(tmp_path_factory, "dbt-scenarios", build_scenarios) / "warehouse.duckdb"
+    return (
+        shared_session_dir(tmp_path_factory, "dbt-scenarios", build_scenarios) / "warehouse.duckdb"
+    )
 
 
 # Suites alone: s1 (beside c in a folder of its own, with which it shares no agent, run id or
@@ -399,7 +401,7 @@ def build_alone(folder: Path) -> None:
 @pytest.fixture(scope="session")
 def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """suite → a warehouse without the suites it shares agents, run ids or a folder with."""
-    folder = built_once(tmp_path_factory, "dbt-alone", build_alone)
+    folder = shared_session_dir(tmp_path_factory, "dbt-alone", build_alone)
     return {"s1": folder / "s1-and-c.duckdb", "c": folder / "s1-and-c.duckdb"} | {
         suite: folder / f"{suite}.duckdb" for suite in ("a", "b")
     }

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from runner.attempts.records import RunRecord, write_record
-from tests.support.session_build import built_once
+from tests.support.workers import shared_session_dir
 from tools.dbt_warehouse import SCENARIO_EXCLUDE, count_every_setting, read_suite_mart
 from tools.records import make_record
 from warehouse.db import apply_ddl, connect
@@ -121,7 +121,7 @@ def build(root: Path) -> None:
 
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(tmp_path_factory, "duplicates", build) / "warehouse.duckdb"
+    return shared_session_dir(tmp_path_factory, "duplicates", build) / "warehouse.duckdb"
 
 
 def _run_id(agent: str, task: str, budget: int, minute: int) -> str:

@@ -42,7 +42,7 @@ from tests.support.leaderboard_reference import (
     records_frame,
 )
 from tests.support.leaderboard_reference import success_rates as reference_success_rates
-from tests.support.session_build import built_once
+from tests.support.workers import shared_session_dir
 from tools.dbt_warehouse import (
     insert_agents,
     insert_runs,
@@ -278,7 +278,7 @@ def build(root: Path) -> None:
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
     """The warehouse, built once, and the records it holds (the same deterministic records)."""
-    root = built_once(tmp_path_factory, "crosscheck", build)
+    root = shared_session_dir(tmp_path_factory, "crosscheck", build)
     return root / "warehouse.duckdb", with_suites(with_costs(make_records()))
 
 

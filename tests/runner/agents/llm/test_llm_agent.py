@@ -45,10 +45,10 @@ from runner.tasks.metrics import get_metric
 from tests.support.attempts import attempt
 from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
 from tests.support.prepared_tasks import shared_paths
-from tools.dbt_warehouse import count_every_setting
+from tools.dbt_warehouse import SCENARIO_EXCLUDE, count_every_setting
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
-from warehouse.marts import CROSS_MART_TESTS, build_marts
+from warehouse.marts import build_marts
 from warehouse.snapshot import publish_snapshot
 
 # xdist_group: its module fixtures (the recorded conversation's attempt) run once, on one worker, not on each
@@ -368,7 +368,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
         select=READ_BELOW,
         dbt_vars={"bootstrap_replicates": 5},
         artifacts_dir=tmp_path / "dbt",
-        exclude=CROSS_MART_TESTS,
+        exclude=SCENARIO_EXCLUDE,
     )
     snapshot = tmp_path / "snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)
