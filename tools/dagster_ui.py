@@ -232,7 +232,9 @@ def running_dagster(tmp: Path, env: Mapping[str, str]) -> Iterator[DagsterUI]:
             print(f"---- dagster dev log ({log_path}), last part:\n{ui.log_tail()}")
             raise
         finally:
-            stop(proc, grace=15)
+            # A throwaway home, nothing to keep: what has not exited soon after the SIGTERM
+            # is killed (a part of `dagster dev` that outlives it kept teardown at 30 s).
+            stop(proc, grace=1)
 
 
 def _wait_until_loaded(ui: DagsterUI, proc: subprocess.Popen[bytes]) -> None:

@@ -174,7 +174,7 @@ class DagsterApi:
         while not wanted <= set(self.partition_keys(asset)):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{asset} has no partitions {sorted(wanted)} after {timeout} s")
-            time.sleep(3)
+            time.sleep(1)
 
     def stop_sensor(self, name: str) -> None:
         """Stop a sensor the definitions start by default (the warehouse's automation: the
@@ -271,7 +271,7 @@ class DagsterApi:
                 return runs
             if time.monotonic() > deadline:
                 raise TimeoutError(f"runs not finished after {timeout:.0f} s: {runs}")
-            time.sleep(3)
+            time.sleep(1)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         """Every event of a run: type, step key, timestamp (seconds)."""
@@ -407,11 +407,15 @@ class DockerStack(DagsterApi):
             self._release_lock()
 
     def _remove_everything(self) -> None:
+        # Killed, not stopped: nothing of the stack is kept (its containers, volumes and host
+        # folders all go), so nothing needs a clean shutdown, and a stop waits out compose's
+        # timeout for each service that does not exit on SIGTERM.
         # No new run containers (run retries, the queue) while the old ones are removed.
-        self.compose("stop", "--timeout", "10", "tmlbench_daemon")
+        self.compose("kill", "tmlbench_daemon")
         self.remove_run_containers()
         # Run containers hold the network and the volume: gone first, then the stack.
-        self.compose("down", "-v", "--remove-orphans", "--timeout", "10")
+        self.compose("kill")
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "0")
         self.remove_run_containers()
         docker("network", "rm", NETWORK, check=False)
         for volume in VOLUMES:

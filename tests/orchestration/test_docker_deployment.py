@@ -78,7 +78,9 @@ def stack() -> Iterator[DockerStack]:
         timings["suite partitions (sensor tick)"] = time.monotonic() - start
         yield stack
     finally:
+        start = time.monotonic()
         stack.down()
+        timings["stack down"] = time.monotonic() - start
         print("\n".join(f"{k}: {v:.0f} s" for k, v in timings.items()))
 
 

@@ -3,11 +3,16 @@ the warehouse holds, and nothing downstream is rebuilt when nothing changed."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from runner.config import REPO_ROOT
 from runner.suites.benchmark_settings import suite_settings
 from tests.support.run_folders import write
 from tests.support.tiny_suites import tiny_suite_resources
@@ -167,69 +172,105 @@ def test_automation_rebuilds_the_marts_only_when_the_raw_data_changed(tiny, dbt_
 
 
 @pytest.mark.sandbox
-def test_make_run_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, dbt_manifest):
-    from rich.console import Console
-
-    from orchestration.materialize import materialize_suite
-    from orchestration.progress import SuiteProgress
+def test_make_run_then_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_path, dbt_manifest):
+    """`make run` three times, as a person runs it (``python -m orchestration.materialize`` with
+    a DAGSTER_HOME holding orchestration/dagster.yaml, as the Makefile sets it): the first shows
+    bars and a summary and logs everything to a file; the second, with every attempt recorded,
+    loads the raw tables again and skips dbt, the snapshot and the reports; the third, after a
+    record the marts have not seen, rebuilds them. The instance's history says what ran."""
+    from orchestration.assets.warehouse import RAW_KEYS, SNAPSHOT
 
     suite = {
         "id": "one", "title": "one", "tasks": [BANK], "agents": ["baseline-constant"],
         "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "one", "runs_subdir": "one",
     }  # fmt: skip
-    resources = tiny_suite_resources(tmp_path, suite)
-    bench = resources["bench"]
+    bench = tiny_suite_resources(tmp_path, suite)["bench"]
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "orchestration" / "dagster.yaml", home / "dagster.yaml")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("DAGSTER_")}
+    env |= {
+        "DAGSTER_HOME": str(home),
+        "TMLBENCH_SUITES_DIR": str(tmp_path / "suites"),
+        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
+        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
+        "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
+    }
+    seen_runs: set[str] = set()
 
-    def make_run(instance: dg.DagsterInstance) -> tuple[list[str], str]:
-        progress = SuiteProgress(Console(quiet=True))
-        results = materialize_suite("one", resources, instance, progress)
-        assert all(r.success for r in results)
+    def make_run() -> tuple[str, list[str]]:
+        """The terminal of one `make run`, and the jobs of the runs it added to the instance."""
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestration.materialize", "--suite", "one"],
+            env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        terminal = result.stdout + result.stderr
+        assert result.returncode == 0, terminal
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            runs = [r for r in reversed(instance.get_runs()) if r.run_id not in seen_runs]
+        seen_runs.update(r.run_id for r in runs)
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), terminal
         # the Runs page names the suite: in each job's name and its tag
-        assert {r.dagster_run.tags.get("tmlbench/suite") for r in results} == {"one"}
-        return [r.dagster_run.job_name for r in results], progress.phases[-1].note
+        assert {r.tags.get("tmlbench/suite") for r in runs} == {"one"}
+        return terminal, [r.job_name for r in runs]
 
-    def versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
+    def versions() -> dict[str, str | None]:
         """The latest data version of the raw tables and the snapshot's latest storage id."""
-        from orchestration.assets.warehouse import RAW_KEYS, SNAPSHOT
-
         out: dict[str, str | None] = {}
-        for k in RAW_KEYS:
-            event = instance.get_latest_materialization_event(k)
-            assert event is not None and event.asset_materialization is not None
-            out[k.to_user_string()] = event.asset_materialization.tags["dagster/data_version"]
-        snap = instance.fetch_materializations(SNAPSHOT, limit=1).records
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            for k in RAW_KEYS:
+                event = instance.get_latest_materialization_event(k)
+                assert event is not None and event.asset_materialization is not None
+                out[k.to_user_string()] = event.asset_materialization.tags["dagster/data_version"]
+            snap = instance.fetch_materializations(SNAPSHOT, limit=1).records
         out["snapshot"] = str(snap[0].storage_id) if snap else None
         return out
 
     loaded = ["one_prepare_tasks", "one_agent_runs", "one_warehouse_load"]
-    with dg.instance_for_test() as instance:
-        assert make_run(instance) == ([*loaded, "one_warehouse"], "")
-        snapshot = tmp_path / "wh.snapshot.duckdb"
-        published = snapshot.stat().st_mtime_ns
-        report = tmp_path / "reports" / "one"  # next to the snapshot
-        reported = report.stat().st_ino
-        before = versions(instance)
-        jobs, note = make_run(instance)  # every attempt recorded: nothing new
-        assert jobs == loaded
-        assert note == "nothing new: dbt, the snapshot and the reports are up to date"
-        assert snapshot.stat().st_mtime_ns == published and report.stat().st_ino == reported
-        # the raw load ran again and reported the same data versions; no new snapshot
-        assert versions(instance) == before
+    terminal, jobs = make_run()
+    assert jobs == [*loaded, "one_warehouse"]
+    # the terminal: a bar per phase and a summary, no Dagster log lines, no dbt output
+    assert " - dagster - " not in terminal and "Warning" not in terminal
+    assert "Running with dbt" not in terminal and " START " not in terminal
+    assert "prepare tasks: ok" in terminal and "1 tasks" in terminal
+    assert "agent runs: ok" in terminal and "2 new attempts (2 success)" in terminal
+    assert "warehouse, dbt, snapshot, reports: ok" in terminal
+    assert f"report bundles: {tmp_path / 'reports'}" in terminal  # next to the snapshot
+    assert (tmp_path / "reports" / "one" / "report.html").is_file()
+    assert len(terminal.splitlines()) <= 12, terminal
+    (log,) = (tmp_path / "data" / "logs").glob("*.log")
+    assert f"full log: {log}" in terminal
+    # the log file: every Dagster event and dbt's whole output
+    text = log.read_text(encoding="utf-8")
+    assert " - dagster - INFO - " in text and "ASSET_CHECK_EVALUATION" in text
+    assert "Running with dbt=" in text and "Completed successfully" in text
 
-        # a record the marts have not seen (written by hand) is loaded, and the marts rebuilt
-        record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2, suite="one")
-        assert make_run(instance) == ([*loaded, "one_warehouse"], "")
-        assert snapshot.stat().st_mtime_ns != published
-        after = versions(instance)
-        assert after["raw/runs"] != before["raw/runs"] and after["snapshot"] != before["snapshot"]
-        assert after["raw/tasks"] == before["raw/tasks"]
+    snapshot = tmp_path / "wh.snapshot.duckdb"
+    published = snapshot.stat().st_mtime_ns
+    report = tmp_path / "reports" / "one"  # next to the snapshot
+    reported = report.stat().st_ino
+    before = versions()
+    terminal, jobs = make_run()  # every attempt recorded: nothing new
+    assert jobs == loaded
+    assert "nothing new: dbt, the snapshot and the reports are up to date" in terminal, terminal
+    assert "0 new attempts" in terminal
+    assert snapshot.stat().st_mtime_ns == published and report.stat().st_ino == reported
+    # the raw load ran again and reported the same data versions; no new snapshot
+    assert versions() == before
+
+    # a record the marts have not seen (written by hand) is loaded, and the marts rebuilt
+    record_setting(bench, f"baseline-constant|{BANK}|30", attempts=1, first=2, suite="one")
+    terminal, jobs = make_run()
+    assert jobs == [*loaded, "one_warehouse"] and "nothing new" not in terminal
+    assert snapshot.stat().st_mtime_ns != published
+    after = versions()
+    assert after["raw/runs"] != before["raw/runs"] and after["snapshot"] != before["snapshot"]
+    assert after["raw/tasks"] == before["raw/tasks"]
 
 
 def test_a_broken_agent_file_stops_only_the_suite_that_lists_it(tmp_path: Path, dbt_manifest):
     """The definitions load, the raw load takes every run and every valid spec (naming the file
     it skipped), and only the suite listing the broken agent refuses to run, naming it."""
-    import shutil
-
     import yaml
 
     from orchestration.assets.warehouse import RAW_AGENTS, RAW_KEYS, RAW_RUNS
@@ -237,7 +278,6 @@ def test_a_broken_agent_file_stops_only_the_suite_that_lists_it(tmp_path: Path, 
     from orchestration.materialize import materialize_suite
     from orchestration.sensors import sync_suite
     from orchestration.suites import SuiteFile, scan_specs, suite_files
-    from runner.config import REPO_ROOT
     from runner.errors import SpecError
 
     agents = tmp_path / "agents"

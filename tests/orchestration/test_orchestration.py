@@ -6,10 +6,7 @@ temporary data/runs folders: real twins, real sandboxed attempts, a real dbt bui
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -417,47 +414,6 @@ def test_a_sandbox_that_raises_is_a_harness_error(world):
     assert "sandbox exploded" in str(result.get_step_failure_events()[0].step_failure_data.error)
     # the round's two attempts are recorded as the harness's fault, and no retry follows
     assert [r.status for r in load_records(world.runs_dir)] == ["harness_error"] * 2
-
-
-@pytest.mark.sandbox
-def test_make_run_shows_bars_and_a_summary_and_logs_everything_to_a_file(tmp_path, dbt_manifest):
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    suite = {
-        "id": "one", "title": "one", "tasks": [BANK], "agents": ["baseline-constant"],
-        "budgets": [30], "attempts": 2, "twin_rows": 300, "data_subdir": "one", "runs_subdir": "one",
-    }  # fmt: skip
-    (suites / "one.yaml").write_text(yaml.safe_dump(suite))
-    env = {name: value for name, value in os.environ.items() if name != "DAGSTER_HOME"}
-    env |= {
-        "TMLBENCH_SUITES_DIR": str(suites),
-        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
-        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
-        "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestration.materialize", "--suite", "one"],
-        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    terminal = result.stdout + result.stderr
-    assert result.returncode == 0, terminal
-
-    # the terminal: a bar per phase and a summary, no Dagster log lines, no dbt output
-    assert " - dagster - " not in terminal and "Warning" not in terminal
-    assert "Running with dbt" not in terminal and " START " not in terminal
-    assert "prepare tasks: ok" in terminal and "1 tasks" in terminal
-    assert "agent runs: ok" in terminal and "2 new attempts (2 success)" in terminal
-    assert "warehouse, dbt, snapshot, reports: ok" in terminal
-    assert f"report bundles: {tmp_path / 'reports'}" in terminal  # next to the snapshot
-    assert (tmp_path / "reports" / "one" / "report.html").is_file()
-    assert len(terminal.splitlines()) <= 12, terminal
-    (log,) = (tmp_path / "data" / "logs").glob("*.log")
-    assert f"full log: {log}" in terminal
-
-    # the log file: every Dagster event and dbt's whole output
-    text = log.read_text(encoding="utf-8")
-    assert " - dagster - INFO - " in text and "ASSET_CHECK_EVALUATION" in text
-    assert "Running with dbt=" in text and "Completed successfully" in text
 
 
 def test_definitions_load_with_the_demo_suite(dbt_manifest):

@@ -5,12 +5,16 @@ throwaway DAGSTER_HOME and copies of the agents and a one-setting suite in tempo
 Then, as a person in the UI would:
 
 1. waits for the ``sync_suite_partitions`` sensor to give the suite its partitions, and
-   backfills them all (prepared task + the constant baseline's one setting);
-2. adds an invalid agent file, then an agent file (a copy of the constant baseline) and its line
-   in the suite file; waits for the tick that adds the new setting's partition: it failed,
-   naming the invalid file and its field, and the code location stays loaded;
-3. backfills exactly the new partition: the new agent's record appears, the old one is untouched,
-   and the run's events hold an observation per attempt with its progress and run folder.
+   backfills them all (prepared task + the constant baseline's one setting: two assets of
+   different partitionings, which the UI launches as a backfill);
+2. once that backfill's runs have finished, adds an invalid agent file, then an agent file (a
+   copy of the constant baseline) and its line in the suite file; waits for the tick that adds
+   the new setting's partition: it failed, naming the invalid file and its field, and the code
+   location stays loaded. The backfill daemon marks the first backfill done meanwhile (it looks
+   every 30 s, as the sensor ticks: the two waits overlap);
+3. materializes exactly the new partition, as the Materialize button does for one partition
+   (one run, not a backfill): the new agent's record appears, the old one is untouched, and the
+   run's events hold an observation per attempt with its progress and run folder.
 
 The process group of `dagster dev` is always terminated.
 """
@@ -34,6 +38,7 @@ import pytest
 import yaml
 
 from runner.config import REPO_ROOT
+from tools.dagster_ui import DagsterUI
 from tools.servers import free_port, stop
 
 # The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
@@ -48,6 +53,7 @@ SUITE = "mini"
 STARTUP_TIMEOUT = 240.0
 TICK_TIMEOUT = 180.0  # a 30 s sensor interval on a busy 2-core machine
 RUN_TIMEOUT = 600.0
+RUN_FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 
 LOCATIONS = """
 query {
@@ -182,7 +188,7 @@ class UI:
             if time.monotonic() > deadline:
                 tail = self.log.read_text(errors="replace")[-4000:]
                 pytest.fail(f"{what}: not within {timeout:.0f} s\n{tail}")
-            time.sleep(2)
+            time.sleep(1)
 
     def location_loaded(self) -> bool:
         entries = self.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
@@ -223,6 +229,20 @@ class UI:
             return state if done else None
 
         return self.wait(f"backfill {backfill_id}", finished, RUN_TIMEOUT)
+
+    def backfill_runs_finished(self, backfill_id: str, runs: int) -> list[dict]:
+        """The backfill's runs once it has launched ``runs`` of them and all have finished, or
+        as soon as one failed (the daemon marks the backfill itself done at its next look, up
+        to 30 s later)."""
+
+        def finished() -> list[dict] | None:
+            state = self.graphql(BACKFILL_STATUS, id=backfill_id)["partitionBackfillOrError"]
+            launched = state["runs"]
+            failed = any(r["status"] in ("FAILURE", "CANCELED") for r in launched)
+            done = len(launched) == runs and all(r["status"] in RUN_FINISHED for r in launched)
+            return launched if failed or done else None
+
+        return self.wait(f"the {runs} runs of backfill {backfill_id}", finished, RUN_TIMEOUT)
 
 
 def write_suite(folder: Path, agents: list[str]) -> None:
@@ -299,7 +319,9 @@ def ui(tmp_path: Path) -> Iterator[UI]:
         ui.wait("the code location loaded", serving, STARTUP_TIMEOUT)
         yield ui
     finally:
-        stop(proc, grace=20)
+        # A throwaway home, nothing to keep: what has not exited soon after the SIGTERM is
+        # killed (a part of `dagster dev` that outlives it kept teardown at 30 s).
+        stop(proc, grace=1)
 
 
 def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> None:
@@ -320,8 +342,8 @@ def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> N
         assetSelection=[{"path": [SUITE, "prepared_tasks"]}, {"path": [SUITE, "agent_runs"]}],
         allPartitions=True,
     )
-    state = ui.backfill_done(first)
-    assert state["status"] == "COMPLETED_SUCCESS", state
+    backfilled = ui.backfill_runs_finished(first, runs=2)  # the task's run, then the setting's
+    assert [r["status"] for r in backfilled] == ["SUCCESS", "SUCCESS"], backfilled
     before = records(runs)
     assert len(before) == 1 and next(iter(before)).startswith("baseline-constant__")
 
@@ -347,19 +369,24 @@ def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> N
     error = message(tick)
     assert str(broken) in error and "limits.cpus: Input should be greater than 0" in error
     assert ui.location_loaded()  # the broken file fails a tick, never the code location
-
-    # 3. backfill exactly the new setting
-    second = ui.backfill(assetSelection=[{"path": [SUITE, "agent_runs"]}], partitionNames=[new_key])
-    state = ui.backfill_done(second)
+    state = ui.backfill_done(first)  # the daemon has looked again meanwhile, or does so now
     assert state["status"] == "COMPLETED_SUCCESS", state
+    assert {r["runId"] for r in state["runs"]} == {r["runId"] for r in backfilled}, state
+
+    # 3. the Materialize button with exactly the new setting picked: one run
+    launcher = DagsterUI(ui.base, ui.tmp / "dagster_home", ui.log)
+    run = launcher.wait_for_run(
+        launcher.materialize_partition([SUITE, "agent_runs"], new_key), RUN_TIMEOUT
+    )
+    assert run["status"] == "SUCCESS", run
+    assert {"key": "dagster/partition", "value": new_key} in run["tags"]
     after = records(runs)
     new = {run_id for run_id in after if run_id not in before}
     assert len(new) == 1 and next(iter(new)).startswith("baseline-copy__"), after
     assert {run_id: after[run_id] for run_id in before} == before  # not re-run
 
     # the run's page: an observation per finished attempt, and links to the run folders
-    (run,) = state["runs"]
-    events = ui.graphql(RUN_EVENTS, id=run["runId"])["runOrError"]["eventConnection"]["events"]
+    events = ui.graphql(RUN_EVENTS, id=run["id"])["runOrError"]["eventConnection"]["events"]
     (observed,) = [e for e in events if e["__typename"] == "ObservationEvent"]
     assert (
         observed["assetKey"]["path"] == [SUITE, "agent_runs"] and observed["partition"] == new_key
