@@ -18,7 +18,7 @@ help:
 	@echo "make ui        the Dagster UI on http://127.0.0.1:3000"
 	@echo "make dashboard the Streamlit dashboard on http://127.0.0.1:8501 (reads the published snapshot)"
 	@echo "make manifest  dbt parse: the manifest the Dagster definitions load"
-	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite (2 workers)"
+	@echo "make test      install, lint, check the Dagster definitions, run the whole test suite (4 workers)"
 	@echo "make test-unit the fast inner loop (about a minute): the tests that need no dbt build, sandbox,"
 	@echo "               server, Docker, browser or agent CLI (tests/README.md)"
 	@echo "make docker-image  start the Docker engine if needed and build the docker sandbox's image"
@@ -142,10 +142,11 @@ dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp orchestration/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-# Two pytest-xdist workers, one per core; loadgroup keeps each xdist_group's tests on one worker
-# (tests/README.md, "Running in parallel", has the measurements that chose both). Another count:
-# make test PYTEST_WORKERS="-n 3 --dist loadgroup".
-PYTEST_WORKERS := -n 2 --dist loadgroup
+# Four pytest-xdist workers on 2 cores: most of the suite's time is tests waiting (on sandboxed
+# attempts' budgets, servers, dbt subprocesses), so two workers left the cores 60 % idle; loadgroup
+# keeps each xdist_group's tests on one worker (tests/README.md, "Running in parallel", has the
+# measurements). Another count: make test PYTEST_WORKERS="-n 2 --dist loadgroup".
+PYTEST_WORKERS := -n 4 --dist loadgroup
 
 test: install browser-deps docker-image deploy-deps clis lint manifest
 	$(RUN) dg check defs

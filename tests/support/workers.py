@@ -1,5 +1,5 @@
 """What the pytest-xdist workers of one test session share (`make test` runs pytest with
-``-n 2``, tests/README.md): a folder built once for the whole session, and the machine, which a
+``-n 4``, tests/README.md): a folder built once for the whole session, and the machine, which a
 test marked ``exclusive`` has to itself.
 
 Both live in the session's root temp folder: under xdist, the folder every worker's own
@@ -40,7 +40,7 @@ def shared_session_dir(
 ) -> Path:
     """``<session root>/<name>``, made by ``build(folder)`` once per test session, whichever
     worker asks first; the others wait for it and reuse it. For session fixtures that are
-    expensive (a dbt build, a parse): with ``-n 2`` a plain session fixture is built once per
+    expensive (a dbt build, a parse): with ``-n 4`` a plain session fixture is built once per
     worker.
 
     ``build`` fills the empty folder it is given (what it returns is ignored); the folder is published only when ``build``
