@@ -428,16 +428,8 @@ class DockerStack(DagsterApi):
     def remove_run_containers(self) -> None:
         """Every run container, and attempt containers a killed run could not remove itself."""
         runs = self.run_containers(all_states=True)
-        for cid in runs:
+        for cid in [*self.attempt_containers(runs), *runs]:
             docker("rm", "-f", "-v", cid, check=False)
-        attempts = docker(
-            "ps", "-a", "--filter", "label=tmlbench.attempt",
-            "--format", '{{.ID}} {{.Label "tmlbench.harness_container"}}',
-        ).stdout  # fmt: skip
-        for line in attempts.splitlines():
-            cid, _, harness = line.partition(" ")
-            if harness in runs:
-                docker("rm", "-f", "-v", cid, check=False)
 
     # -- what the engine shows -------------------------------------------------------------
 
@@ -446,6 +438,19 @@ class DockerStack(DagsterApi):
         args = ["ps", "-q", "--no-trunc", "--filter", "label=app=tmlbench"]
         args += ["--filter", "label=dagster/run_id"]
         return docker(*args, *(["-a"] if all_states else [])).stdout.split()
+
+    def attempt_containers(self, runs: list[str] | None = None) -> list[str]:
+        """Attempt containers (any state) that a harness in one of this stack's run containers
+        started: its own, never those of a docker sandbox elsewhere on the same engine."""
+        runs = self.run_containers(all_states=True) if runs is None else runs
+        listed = docker(
+            "ps", "-a", "--filter", "label=tmlbench.attempt",
+            "--format", '{{.ID}} {{.Label "tmlbench.harness_container"}}',
+        ).stdout  # fmt: skip
+        return [
+            cid for cid, _, harness in (line.partition(" ") for line in listed.splitlines())
+            if harness in runs
+        ]  # fmt: skip
 
     def inspect(self, container: str) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(docker("inspect", container).stdout)[0]
