@@ -174,6 +174,11 @@ def _contracted(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _yaml_of(model: dict[str, Any]) -> str:
+    """The file that declares a model's columns (patch_path is `<project>://models/....yml`)."""
+    return str(model.get("patch_path") or model["original_file_path"]).split("://")[-1]
+
+
 def _sql_text(expression: str) -> str:
     """An expression as DuckDB prints it back, compared loosely: lower case, without blanks,
     parentheses or identifier quotes (`rank >= 1` is stored as `(rank >= 1)`)."""
@@ -223,7 +228,7 @@ def test_no_contracted_model_has_a_not_null_or_between_data_test(
     ]
     assert len(tests) > 50  # the rules constraints cannot say stay data tests (keys, relations)
     offending = sorted(
-        f"{contracted[node['attached_node']]['original_file_path']}: "
+        f"{_yaml_of(contracted[node['attached_node']])}: "
         f"{node['test_metadata']['name']} on {node['column_name']}"
         for node in tests
         if (node.get("test_metadata") or {}).get("name") in ("not_null", "between")
