@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -28,7 +31,7 @@ from tools.dbt_warehouse import (
     read_suite_mart,
 )
 from tools.records import make_record as run_record
-from warehouse.marts import build_marts
+from warehouse.marts import MartsResult, build_marts
 
 # integration: real dbt builds of test warehouses
 # xdist_group: its module fixtures (a dbt build) are built once, on one worker, not on each
@@ -110,11 +113,19 @@ def _columns(path: Path) -> dict[tuple[str, str], list[str]]:
     return {(schema, table): columns for schema, table, columns in rows}
 
 
-def test_fresh_warehouse_builds_empty_marts_in_schema_marts(tmp_path: Path, artifacts: Path):
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, MartsResult]:
+    """The suite's one build of every node, on an empty warehouse (its dbt artifacts, the
+    manifest among them, in ../dbt)."""
+    folder = tmp_path_factory.mktemp("fresh")
+    path = folder / "fresh.duckdb"
+    return path, build_marts(path, artifacts_dir=folder / "dbt")
+
+
+def test_fresh_warehouse_builds_empty_marts_in_schema_marts(fresh: tuple[Path, MartsResult]):
     """The suite's one build of every node: the other builds of test data leave the unit tests
     (the models' SQL on fixed inputs) to this one, which fails if any of them fails."""
-    path = tmp_path / "fresh.duckdb"
-    result = build_marts(path, artifacts_dir=artifacts)
+    path, result = fresh
 
     assert result.count("error") == result.count("fail") == 0
     assert sum(1 for n in result.nodes if n.unique_id.startswith("unit_test.")) >= 9
@@ -141,6 +152,134 @@ def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
 
     with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
         build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts, exclude=SCENARIO_EXCLUDE)
+
+
+# --- constraints: the contracted tables hold no bad row --------------------------------------
+#
+# A contracted model's per-column rules (not null, a value range) are column constraints that
+# DuckDB enforces when dbt fills the table (dbt_project/README.md, "How the models are tested"),
+# not data tests: no query per column after the build, and the table never holds a bad row.
+
+
+def _manifest(fresh: tuple[Path, MartsResult]) -> dict[str, Any]:
+    manifest = fresh[0].parent / "dbt" / "target" / "manifest.json"
+    return json.loads(manifest.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def _contracted(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        unique_id: node
+        for unique_id, node in manifest["nodes"].items()
+        if node["resource_type"] == "model" and node["config"]["contract"]["enforced"]
+    }
+
+
+def _yaml_of(model: dict[str, Any]) -> str:
+    """The file that declares a model's columns (patch_path is `<project>://models/....yml`)."""
+    return str(model.get("patch_path") or model["original_file_path"]).split("://")[-1]
+
+
+def _sql_text(expression: str) -> str:
+    """An expression as DuckDB prints it back, compared loosely: lower case, without blanks,
+    parentheses or identifier quotes (`rank >= 1` is stored as `(rank >= 1)`)."""
+    return re.sub(r'[\s()"]', "", expression.lower())
+
+
+def test_contracted_columns_carry_their_constraints(fresh: tuple[Path, MartsResult]):
+    """Every not_null and check constraint the YAML declares on a contracted model is on the
+    built table (and no other), so DuckDB refuses a row that breaks one."""
+    declared_not_null, declared_checks = set(), []
+    for node in _contracted(_manifest(fresh)).values():
+        table = (node["schema"], node["alias"])
+        for column in node["columns"].values():
+            for constraint in column["constraints"]:
+                if constraint["type"] == "not_null":
+                    declared_not_null.add((*table, column["name"]))
+                elif constraint["type"] == "check":
+                    declared_checks.append(
+                        (*table, column["name"], _sql_text(constraint["expression"]))
+                    )
+    with duckdb.connect(str(fresh[0]), read_only=True) as con:
+        rows = con.sql(
+            "select schema_name, table_name, constraint_column_names[1], constraint_type, "
+            "coalesce(expression, '') from duckdb_constraints() "
+            "where schema_name in ('marts', 'display') and constraint_type in ('NOT NULL', 'CHECK')"
+        ).fetchall()
+    built_not_null = {(s, t, c) for s, t, c, kind, _ in rows if kind == "NOT NULL"}
+    built_checks = [(s, t, c, _sql_text(e)) for s, t, c, kind, e in rows if kind == "CHECK"]
+
+    assert len(declared_not_null) > 300 and len(declared_checks) > 100  # today 321 and 142
+    assert built_not_null == declared_not_null
+    assert sorted(built_checks) == sorted(declared_checks)
+    assert ("marts", "leaderboard", "rank", "rank>=1") in built_checks  # a keyword as a column
+
+
+def test_no_contracted_model_has_a_not_null_or_between_data_test(
+    fresh: tuple[Path, MartsResult],
+):
+    """A guard: on a contracted model these rules are constraints, enforced as the table is
+    filled; a data test would query the table again after every build for the same rule."""
+    manifest = _manifest(fresh)
+    contracted = _contracted(manifest)
+    tests = [
+        node
+        for node in manifest["nodes"].values()
+        if node["resource_type"] == "test" and node.get("attached_node") in contracted
+    ]
+    assert len(tests) > 50  # the rules constraints cannot say stay data tests (keys, relations)
+    offending = sorted(
+        f"{_yaml_of(contracted[node['attached_node']])}: "
+        f"{node['test_metadata']['name']} on {node['column_name']}"
+        for node in tests
+        if (node.get("test_metadata") or {}).get("name") in ("not_null", "between")
+    )
+    assert not offending, (
+        "a contracted model's column rule is a constraint, not a data test: write "
+        "`constraints: [{type: not_null}]` or `{type: check, expression: <column> between <min> "
+        "and <max>}` in the column instead of\n" + "\n".join(offending)
+    )
+
+
+def test_a_built_mart_refuses_a_row_that_breaks_a_constraint(
+    fresh: tuple[Path, MartsResult], tmp_path: Path
+):
+    path = tmp_path / "copy.duckdb"
+    shutil.copyfile(fresh[0], path)
+    row = "select 's' as suite_id, 'a' as agent_id, 'best_budget' as variant, 0.5 as score, "
+    row += "1 as rank, 1 as n_cells, 0.5 as score_paper, 1 as rank_paper"
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"insert into marts.leaderboard by name {row}")  # the row itself is fine
+        with pytest.raises(duckdb.ConstraintException, match=r"NOT NULL .*leaderboard\.score\b"):
+            con.execute(
+                f"insert into marts.leaderboard by name {row.replace('0.5 as score,', 'null as score,')}"
+            )
+        with pytest.raises(duckdb.ConstraintException, match=r"leaderboard .*\(rank >= 1\)"):
+            con.execute(
+                f"insert into marts.leaderboard by name {row.replace('1 as rank,', '0 as rank,')}"
+            )
+        assert con.sql("select count(*) from marts.leaderboard").fetchone() == (1,)
+
+
+def test_a_build_that_makes_a_bad_value_fails_naming_the_model_and_the_rule(
+    tmp_path: Path, artifacts: Path
+):
+    """The real path: raw rows that give a mart a value its constraint refuses fail the build;
+    the error names the model and the rule, and no table holds the bad row."""
+    path = tmp_path / "bad.duckdb"
+    insert_runs(path, [run_record("a", "t1", 60, 0, score=0.7)], tokens_out=-5)
+
+    with pytest.raises(TmlbenchError) as failure:
+        build_marts(
+            path,
+            select="+counted_attempts",
+            artifacts_dir=artifacts,
+            exclude=f"{SCENARIO_EXCLUDE} resource_type:test",  # the models only
+        )
+    assert "model.tmlbench.counted_attempts: error" in str(failure.value)
+    assert "CHECK((tokens_out >= 0))" in str(failure.value)
+    with duckdb.connect(str(path), read_only=True) as con:
+        tables = con.sql("select table_name from duckdb_tables() where schema_name = 'marts'")
+        assert ("counted_attempts",) not in tables.fetchall()
 
 
 # --- the scenarios: one warehouse, built once ----------------------------------------------
