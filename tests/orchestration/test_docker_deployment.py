@@ -42,9 +42,10 @@ from tools.docker_stack import (
     task_tags,
 )
 
-# Shares the engine with the docker sandbox tests on other workers: what it asserts about
-# containers is about the stack's own (its run containers and the attempts their harness started).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+# exclusive: the stack (Postgres, Dagster's webserver, daemon and code server, a container per
+# run) takes the host's cores: beside three workers' tests it took 614 s and slowed them, alone
+# 99 s. What it asserts about containers is about its own (its runs and their attempts).
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive, pytest.mark.timeout(3600)]
 
 TASK = "bank-customer-churn-ict-u-ai"
 AGENT = "baseline-constant"
