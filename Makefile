@@ -148,14 +148,9 @@ dagster-home:
 # measurements). Another count: make test PYTEST_WORKERS="-n 2 --dist loadgroup".
 PYTEST_WORKERS := -n 4 --dist loadgroup
 
-# Two sessions: the tests marked exclusive (a quiet host for their deadlines) one after another
-# with nothing beside them, then the rest on the workers. Under xdist an exclusive test would
-# wait for the tests running on every other worker to end, and keep them idle meanwhile.
-# Both sessions always run; make fails if either failed.
 test: install browser-deps docker-image deploy-deps clis lint manifest
 	$(RUN) dg check defs
-	$(RUN) pytest -m exclusive; alone=$$?; \
-	  $(RUN) pytest $(PYTEST_WORKERS) -m "not exclusive" && exit $$alone
+	$(RUN) pytest $(PYTEST_WORKERS)
 
 # The inner loop: what the markers sandbox, integration and slow leave (tests/README.md says how
 # to mark a new test). No installs beyond the venv: it needs no Docker, browser or agent CLI.
