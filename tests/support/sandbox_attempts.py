@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from runner.config import REPO_ROOT
-from runner.sandbox import Sandbox, SandboxLimits, SandboxRequest, bwrap_available, bwrap_problem
+from runner.sandbox import (
+    DockerSandbox,
+    Sandbox,
+    SandboxLimits,
+    SandboxRequest,
+    bwrap_available,
+    bwrap_problem,
+    docker_engine,
+)
 
 AGENTS = REPO_ROOT / "tests" / "sandbox_agents"
 MIB = 2**20
@@ -22,6 +30,16 @@ MIB = 2**20
 def require_bwrap() -> None:
     if not bwrap_available():
         pytest.fail(f"bubblewrap is required for these tests: {bwrap_problem()}")
+
+
+def containers_named(sb: DockerSandbox, prefix: str) -> list[str]:
+    """Names of the containers (any state) whose name contains ``prefix``: what a test that made
+    them finds left on the engine, whoever removed the others (another worker's harness sweeps
+    orphans too)."""
+    listed = docker_engine.docker_cli(
+        sb.docker, "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"
+    )
+    return listed.stdout.split()
 
 
 class Attempt:

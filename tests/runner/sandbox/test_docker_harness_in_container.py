@@ -19,6 +19,7 @@ import pytest
 from runner.errors import HarnessError
 from runner.sandbox import DockerSandbox, docker_engine, docker_in_container
 from runner.sandbox.views import SHARED_DIR_ENV, private_dir, shared_dir
+from tests.support.sandbox_attempts import containers_named
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
@@ -127,9 +128,7 @@ def test_orphans_of_other_pid_namespaces(docker: DockerSandbox):
                 capture_output=True,
             )
         removed = docker_engine.remove_orphans(docker.docker)
-        left = docker_engine.docker_cli(
-            docker.docker, "ps", "-a", "--filter", f"name={base}", "--format", "{{.Names}}"
-        ).stdout.split()
+        left = containers_named(docker, base)
         # Gone, whoever swept it: another harness on this engine (a test on another worker, the
         # Docker deployment's runs) may remove an orphan before this call does.
         assert names["gone"] not in left

@@ -24,7 +24,14 @@ from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine
 from runner.sandbox.docker_create import create_args
 from runner.specs.registry import load_agent
 from tests.support.attempts import attempt
-from tests.support.sandbox_attempts import AGENTS, MIB, Attempt, host_bait, probe_command
+from tests.support.sandbox_attempts import (
+    AGENTS,
+    MIB,
+    Attempt,
+    containers_named,
+    host_bait,
+    probe_command,
+)
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
@@ -333,11 +340,7 @@ def test_orphans_of_a_dead_harness_are_removed(docker: DockerSandbox):
         assert names["alive"] not in removed
         # What is left, not who removed it: another harness on this engine (a test on another
         # worker, the Docker deployment's runs) may sweep an orphan before this call does.
-        left = docker_engine.docker_cli(
-            docker.docker, "ps", "-a", "--filter", f"name={names['orphan']}",
-            "--format", "{{.Names}}",
-        ).stdout.split()  # fmt: skip
-        assert left == [names["alive"]]
+        assert containers_named(docker, names["orphan"]) == [names["alive"]]
     finally:
         subprocess.run(
             [docker.docker, "rm", "-f", *names.values()], capture_output=True, check=False
