@@ -8,7 +8,8 @@ The CLI talks only to the gateway, with a placeholder key; the provider sees the
 
 One real attempt per CLI and scenario: the solving tests and the retry's share one attempt
 (the ``solved`` fixture); a rejected key, a provider that stops answering and the docker
-backend have one each.
+backend have one each (and another with twice the budget when a loaded host's start-up used the
+first up before the CLI reached the scenario: ``until_reached``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from runner.config import Paths
 from runner.errors import TmlbenchError
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
-from tests.support.cli_agents import CLI_AGENTS, KEY_ENV, ONE_PER_CLI, TASK
+from tests.support.cli_agents import CLI_AGENTS, KEY_ENV, ONE_PER_CLI, TASK, until_reached
 from tests.support.prepared_tasks import shared_paths
 
 # xdist_group: its module fixtures (each CLI's shared attempt) run once, on one worker, not on each
@@ -138,7 +139,11 @@ def test_a_rejected_key_is_a_provider_error(small_paths, monkeypatch, agent):
     # ends the attempt, mini-swe-agent with backoff for ~20 s (cut short by 15 s: the same
     # verdict, the last call a fault). Kilo's ~20 s of start-up gets a budget it never uses up.
     budget = 60 if agent.harness == "kilo-cli" else 15
-    record, _, _ = run(small_paths, monkeypatch, agent, script, budget)
+    (record, _, _), _ = until_reached(
+        lambda budget: run(small_paths, monkeypatch, agent, script, budget),
+        lambda outcome: len(outcome[1].requests) >= 1,  # the key was tried
+        budget,
+    )
     assert record.status == "provider_error", record.error_message
     assert "401" in record.error_message
 
@@ -148,8 +153,11 @@ def test_a_provider_that_stops_answering_ends_in_a_timeout_at_the_budget(
     small_paths, monkeypatch, agent
 ):
     script = [error(429, "slow down", retry_after=1), repeat(hang(120))]
-    budget = 30 if agent.harness == "kilo-cli" else 15  # Kilo alone takes ~20 s to start
-    record, _, _ = run(small_paths, monkeypatch, agent, script, budget)
+    (record, _, _), budget = until_reached(
+        lambda budget: run(small_paths, monkeypatch, agent, script, budget),
+        lambda outcome: len(outcome[1].requests) >= 2,  # the 429, then the call left hanging
+        30 if agent.harness == "kilo-cli" else 15,  # Kilo alone takes ~20 s to start
+    )
     # The budget stops the call the CLI made after the 429: a cut call, not a fault, and the
     # provider was answering again (it was still thinking): the timeout is the agent's.
     assert record.status == "timeout", record.error_message

@@ -7,7 +7,8 @@ Codex ("Quota exceeded. Check your plan and billing details."), OpenCode, Kilo a
 at the first refusal; Claude Code stops after the few calls it had started at once;
 mini-swe-agent (litellm) retries every 4xx it does not know, with backoff, 10 times at most,
 so its budget here ends it after a few. The record says ``limit_exceeded="spend"`` however the
-attempt ended. Six attempts, ~1.5 minutes (Kilo takes ~20 s to make its first call).
+attempt ended. Six attempts, ~1.5 minutes (Kilo takes ~20 s to make its first call); one that
+never got as far as the ceiling is tried again with twice the budget (``until_reached``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from runner.agents.scripted_provider import (
     shell_call_arguments,
     shell_tool,
 )
+from runner.attempts.records import RunRecord
 from runner.sandbox.base import SandboxRequest
 from runner.specs import AgentSpec
 from tests.support.attempts import attempt
-from tests.support.cli_agents import KEY_ENV, ONE_PER_CLI, TASK
+from tests.support.cli_agents import KEY_ENV, ONE_PER_CLI, TASK, until_reached
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -74,12 +76,10 @@ def test_every_family_is_expected() -> None:
     assert set(EXPECTED) == {a.harness for a in ONE_PER_CLI}
 
 
-@pytest.mark.parametrize("agent", ONE_PER_CLI, ids=lambda a: a.harness)
-def test_a_cli_stops_at_the_gateways_quota_error(small_paths, monkeypatch, agent: AgentSpec):
-    budget, most = EXPECTED[agent.harness]
+def quota_attempt(paths, monkeypatch, agent: AgentSpec, budget: int) -> tuple[RunRecord, int]:
+    """One attempt with a spend ceiling of ``CEILING`` calls; (record, calls forwarded)."""
     key = "sk-test-" + secrets.token_hex(12)
     monkeypatch.setenv(KEY_ENV, key)
-    monkeypatch.setattr(SandboxRequest, "cap_broken", lambda self: False)  # let the CLI decide
     model = agent.model.model_id or "model"
     with ScriptedProvider([], api_key=key, model=model, any_model=True, then=Working()) as p:
         pointed = point_at(agent, p.base_url, KEY_ENV)
@@ -88,8 +88,18 @@ def test_a_cli_stops_at_the_gateways_quota_error(small_paths, monkeypatch, agent
         pointed = pointed.model_copy(
             update={"gateway": pointed.gateway.model_copy(update={"spend": spend})}
         )
-        record = attempt(small_paths, pointed, TASK, budget)
-        forwarded = len(p.requests)
+        return attempt(paths, pointed, TASK, budget), len(p.requests)
+
+
+@pytest.mark.parametrize("agent", ONE_PER_CLI, ids=lambda a: a.harness)
+def test_a_cli_stops_at_the_gateways_quota_error(small_paths, monkeypatch, agent: AgentSpec):
+    budget, most = EXPECTED[agent.harness]
+    monkeypatch.setattr(SandboxRequest, "cap_broken", lambda self: False)  # let the CLI decide
+    (record, forwarded), _ = until_reached(
+        lambda budget: quota_attempt(small_paths, monkeypatch, agent, budget),
+        lambda outcome: outcome[0].limit_exceeded == "spend",  # it got as far as the ceiling
+        budget,
+    )
     run_dir = small_paths.runs_dir / record.run_id
     events = [json.loads(x) for x in (run_dir / "transcript.jsonl").read_text().splitlines()]
     refused = sum(1 for e in events if e["event"] == "spend_refused")
