@@ -354,8 +354,6 @@ def test_plain_http_absolute_form(control: Path, http_server: int):
     assert stats.bytes_up > 13 and stats.bytes_down > len(BODY)
 
 
-# exclusive: the stop is asserted within 1.5 s
-@pytest.mark.exclusive
 def test_stop_closes_open_tunnels_and_is_idempotent(control: Path, echo_server: int):
     path = socket_path(control)
     proxy = EgressProxy(path, allow=[f"127.0.0.1:{echo_server}"]).start()
@@ -369,9 +367,11 @@ def test_stop_closes_open_tunnels_and_is_idempotent(control: Path, echo_server: 
         tunnels.append(s)
     idle = connect(path)  # connected, header never sent
     time.sleep(0.1)
+    # A stop that waited for the open tunnels or the idle client would take its whole timeout:
+    # 30 s against a few at most on a loaded host.
     start = time.monotonic()
-    proxy.stop()
-    assert time.monotonic() - start < 1.5
+    proxy.stop(timeout=30.0)
+    assert time.monotonic() - start < 10
     for s in [*tunnels, idle]:
         s.settimeout(3)
         with contextlib.suppress(ConnectionResetError):

@@ -740,8 +740,6 @@ def test_unreachable_provider_is_a_502_retry(tmp_path: Path):
         assert (stats.requests, stats.retries, stats.steps) == (1, 1, 0)
 
 
-# exclusive: the stop is asserted within 1 s
-@pytest.mark.exclusive
 def test_stop_returns_quickly_with_a_hanging_provider_and_a_silent_client(tmp_path: Path):
     with gateway(tmp_path) as g:
         g.upstream.answers.append(Answer(hang=True))
@@ -761,9 +759,11 @@ def test_stop_returns_quickly_with_a_hanging_provider_and_a_silent_client(tmp_pa
         while not g.upstream.seen and time.monotonic() < deadline:
             time.sleep(0.01)
         assert g.upstream.seen, "the request reached the provider"
+        # A stop that waited for the hanging call or the silent client would take its whole
+        # timeout: 30 s against a few at most on a loaded host, so no neighbour can blur the two.
         started = time.monotonic()
-        g.gateway.stop(timeout=2.0)
-        assert time.monotonic() - started < 1.0
+        g.gateway.stop(timeout=30.0)
+        assert time.monotonic() - started < 10
         caller.join(5)
         assert "error" in outcome  # the CLI sees its connection end
         assert silent.recv(10) == b""

@@ -48,6 +48,7 @@ from runner.agents.scripted_provider import (
     task_solver,
 )
 from runner.agents.scripted_provider.scientist import MARKER
+from runner.agents.scripted_provider.transport import RequestHandler
 from runner.config import REPO_ROOT
 from runner.grading import grade_submission
 from runner.specs.registry import load_task
@@ -472,8 +473,8 @@ def test_short_hang_answers_504() -> None:
     assert elapsed >= 0.2
 
 
-# exclusive: shutdown is asserted within 2 s (and the next test's within 0.9 s)
-@pytest.mark.exclusive
+# The hangs below last 30 or 60 s and a shutdown is asserted within 10 s: what it would take if
+# it waited one out is beyond any loaded host's delay, so these tests need no host to themselves.
 def test_hang_does_not_block_shutdown() -> None:
     outcome: dict[str, Any] = {}
 
@@ -496,20 +497,22 @@ def test_hang_does_not_block_shutdown() -> None:
     elapsed = time.monotonic() - start
     client.join(timeout=5)
 
-    assert elapsed < 2, f"context exit took {elapsed:.2f} s during a 60 s hang"
+    assert elapsed < 10, f"context exit took {elapsed:.2f} s during a 60 s hang"
     assert stub_threads() == [], "a server or handler thread outlived the provider"
     assert not client.is_alive()
     assert outcome == {"status": 504}, "a hang cut short by shutdown still answers 504"
 
 
-@pytest.mark.exclusive
-def test_silent_client_does_not_block_shutdown() -> None:
+def test_silent_client_does_not_block_shutdown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 30 s to read a request line, not the real 1 s: a close that waited it out would take 30 s,
+    # against a few at most on a loaded host
+    monkeypatch.setattr(RequestHandler, "timeout", 30.0)
     with ScriptedProvider([]) as provider, socket.create_connection(("127.0.0.1", provider.port)):
         time.sleep(0.1)  # a connection that never sends a request line
         start = time.monotonic()
         provider.close()
         elapsed = time.monotonic() - start
-    assert elapsed < 0.9, f"close took {elapsed:.2f} s: it waited out the socket timeout"
+    assert elapsed < 10, f"close took {elapsed:.2f} s: it waited out the socket timeout"
     assert stub_threads() == []
 
 
@@ -659,8 +662,6 @@ def test_recorded_solve_script_writes_a_valid_submission(kind: str, tmp_path: Pa
 # --- the official OpenAI client: chat completions -----------------------------------------------
 
 
-# exclusive: a hang's end is asserted within 2 s
-@pytest.mark.exclusive
 def test_official_openai_client() -> None:
     script = [
         reply("thinking", [call("run", {"command": "ls"})], usage=(7, 3)),
@@ -698,7 +699,7 @@ def test_official_openai_client() -> None:
                 model="other/model", messages=[{"role": "user", "content": "hi"}]
             )
         start = time.monotonic()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # the 30 s hang was cut short
     assert provider.mismatches == []
     assert provider.usage_totals() == (7, 3)
     headers = {k.lower(): v for k, v in provider.requests[0].headers.items()}
@@ -1126,8 +1127,6 @@ def test_chat_completions_refuse_a_key_sent_as_x_api_key() -> None:
     assert provider.remaining == 1
 
 
-# exclusive: a hang's end is asserted within 2 s
-@pytest.mark.exclusive
 def test_anthropic_errors_hangs_and_models() -> None:
     script = [
         error(429, "Number of requests has exceeded your rate limit", retry_after=3),
@@ -1156,7 +1155,7 @@ def test_anthropic_errors_hangs_and_models() -> None:
         models = client.models.list()
         one = client.models.retrieve(MODEL)
         start = time.monotonic()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # the 30 s hang was cut short
     assert rate.value.response.headers["retry-after"] == "3"
     assert rate.value.body == {
         "type": "error",
