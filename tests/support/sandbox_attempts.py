@@ -32,13 +32,15 @@ def require_bwrap() -> None:
         pytest.fail(f"bubblewrap is required for these tests: {bwrap_problem()}")
 
 
-def containers_named(sb: DockerSandbox, prefix: str) -> list[str]:
-    """Names of the containers (any state) whose name contains ``prefix``: what a test that made
-    them finds left on the engine, whoever removed the others (another worker's harness sweeps
-    orphans too)."""
+def containers(sb: DockerSandbox, selection: str) -> list[str]:
+    """Names of the containers (any state) that docker's ``--filter selection`` picks
+    (``name=<part>``, ``label=<key>=<value>``): what a test that made them finds left on the
+    engine, whoever removed the others (another worker's harness sweeps orphans too). A listing
+    that failed fails the test rather than reading as "nothing left"."""
     listed = docker_engine.docker_cli(
-        sb.docker, "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"
+        sb.docker, "ps", "-a", "--filter", selection, "--format", "{{.Names}}"
     )
+    assert listed.returncode == 0, listed.stderr
     return listed.stdout.split()
 
 

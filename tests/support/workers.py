@@ -68,10 +68,11 @@ def machine_share(tmp_path_factory: pytest.TempPathFactory, alone: bool) -> Iter
     A reader–writer lock of two ``flock`` files: the machine (shared or exclusive) and a
     turnstile every test passes on its way in, holding it until it has its share. A test that
     wants the machine alone waits for it inside the turnstile, so the other workers cannot keep
-    the machine busy forever by starting test after test: their next tests queue behind it. Each worker holds at most one test's share at a time. Session
-    fixtures are set up inside the hold (in their first test's setup), so ``shared_session_dir``'s
-    lock is only ever taken by a worker that holds its share already: a worker waiting here holds
-    no such lock, and none that another worker waits for (no deadlock).
+    the machine busy forever by starting test after test: their next tests queue behind it.
+    Each worker holds at most one test's share at a time. Session fixtures are set up inside the
+    hold (in their first test's setup), so ``shared_session_dir``'s lock is only ever taken by a
+    worker that holds its share already: a worker waiting here holds no such lock, and none that
+    another worker waits for (no deadlock).
     """
     if not under_xdist():  # one process: every test already runs alone
         yield

@@ -19,7 +19,7 @@ import pytest
 from runner.errors import HarnessError
 from runner.sandbox import DockerSandbox, docker_engine, docker_in_container
 from runner.sandbox.views import SHARED_DIR_ENV, private_dir, shared_dir
-from tests.support.sandbox_attempts import containers_named
+from tests.support.sandbox_attempts import containers
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
@@ -111,7 +111,7 @@ def test_orphans_of_other_pid_namespaces(docker: DockerSandbox):
         holder_id = docker_engine.docker_cli(
             docker.docker, "inspect", "--format", "{{.Id}}", holder
         ).stdout.strip()
-        containers = {"gone": "0" * 64, "running": holder_id, "host": ""}
+        container_ids = {"gone": "0" * 64, "running": holder_id, "host": ""}
         for key, name in names.items():
             subprocess.run(
                 [
@@ -121,14 +121,14 @@ def test_orphans_of_other_pid_namespaces(docker: DockerSandbox):
                     *("--label", "tmlbench.harness_start=1"),
                     *("--label", f"tmlbench.boot_id={boot}"),
                     *("--label", "tmlbench.harness_pidns=pid:[1]"),
-                    *("--label", f"tmlbench.harness_container={containers[key]}"),
+                    *("--label", f"tmlbench.harness_container={container_ids[key]}"),
                     *(docker.image, "sleep", "300"),
                 ],
                 check=True,
                 capture_output=True,
             )
         removed = docker_engine.remove_orphans(docker.docker)
-        left = containers_named(docker, base)
+        left = containers(docker, f"name={base}")
         # Gone, whoever swept it: another harness on this engine (a test on another worker, the
         # Docker deployment's runs) may remove an orphan before this call does.
         assert names["gone"] not in left

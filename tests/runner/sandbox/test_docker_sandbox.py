@@ -28,7 +28,7 @@ from tests.support.sandbox_attempts import (
     AGENTS,
     MIB,
     Attempt,
-    containers_named,
+    containers,
     host_bait,
     probe_command,
 )
@@ -36,19 +36,6 @@ from tests.support.sandbox_attempts import (
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
 IMAGE_DIR = REPO_ROOT / "runner" / "sandbox" / "image"
-
-
-def _our_containers(sb: DockerSandbox) -> list[str]:
-    out = subprocess.run(
-        [
-            *(sb.docker, "ps", "-a", "--format", "{{.Names}}"),
-            *("--filter", f"label=tmlbench.harness_pid={os.getpid()}"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.split()
 
 
 # -- the image -----------------------------------------------------------------------------
@@ -271,7 +258,7 @@ def test_fork_bomb_is_contained(docker: DockerSandbox, tmp_path: Path):
     assert res.timed_out
     assert res.limit_exceeded == "pids", res
     assert not att.survivors()
-    assert not _our_containers(docker)
+    assert not containers(docker, f"label=tmlbench.harness_pid={os.getpid()}")
     res2 = docker.run(att.request(["/usr/bin/true"], SandboxLimits(wall_seconds=10)))
     assert res2.exit_code == 0
 
@@ -292,7 +279,7 @@ def test_deadline_kills_a_sigterm_ignoring_agent_and_removes_the_container(
     assert roles == {"main", "child", "grandchild"}
     assert not att.survivors()
     assert returned - (start + wall) <= 2.0
-    assert not _our_containers(docker)
+    assert not containers(docker, f"label=tmlbench.harness_pid={os.getpid()}")
 
 
 # -- engine problems and orphans ---------------------------------------------------------------
@@ -340,7 +327,7 @@ def test_orphans_of_a_dead_harness_are_removed(docker: DockerSandbox):
         assert names["alive"] not in removed
         # What is left, not who removed it: another harness on this engine (a test on another
         # worker, the Docker deployment's runs) may sweep an orphan before this call does.
-        assert containers_named(docker, names["orphan"]) == [names["alive"]]
+        assert containers(docker, f"name={names['orphan']}") == [names["alive"]]
     finally:
         subprocess.run(
             [docker.docker, "rm", "-f", *names.values()], capture_output=True, check=False
