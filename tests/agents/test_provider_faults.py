@@ -194,7 +194,10 @@ def test_a_cli_walks_through_provider_faults_and_the_record_follows_the_rule(
         lambda budget: run_walk(
             small_paths, monkeypatch, agent, FaultWalk(recovered, last), budget
         ),
-        lambda outcome: any(fault_name(step.spec) == last for step in outcome[1]),
+        # reached once a fault follows the recovered ones: ``last`` may be among them
+        lambda outcome: (
+            sum(1 for step in outcome[1] if step.spec["kind"] != "reply") > len(recovered)
+        ),
         budget,
     )
     assert agent.gateway is not None
