@@ -287,6 +287,22 @@ def test_compose_references_existing_files() -> None:
     assert "orchestration.definitions" in services["tmlbench_user_code"]["command"]
 
 
+def test_compose_health_probes_start_no_python() -> None:
+    """A probe runs every 2 s for as long as the stack runs, beside the attempts: `dagster api
+    grpc-health-check` (an interpreter importing Dagster) cost 1.5 s of CPU each time."""
+    compose = yaml.safe_load((DOCKER / "docker-compose.yaml").read_text())
+    probes = {
+        name: service["healthcheck"]["test"]
+        for name, service in compose["services"].items()
+        if "healthcheck" in service
+    }
+    assert set(probes) == {"tmlbench_postgres", "tmlbench_user_code"}, probes
+    for name, probe in probes.items():
+        assert probe[0] in ("CMD", "CMD-SHELL"), (name, probe)
+        program = probe[1].split()[0]
+        assert program in ("bash", "pg_isready"), (name, probe)
+
+
 def test_dockerfile_references_existing_files() -> None:
     text = (DOCKER / "Dockerfile").read_text()
     # The debootstrap base of runner/sandbox/image/build.sh: nothing from Docker Hub.
