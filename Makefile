@@ -174,6 +174,7 @@ bench: install
 	$(RUN) python benchmarks/baseline_quality.py
 	$(RUN) python benchmarks/warehouse_load.py
 	$(RUN) python benchmarks/dbt_build.py
+	$(RUN) python benchmarks/dbt_resource.py
 	$(RUN) python benchmarks/dashboard.py
 	$(RUN) python benchmarks/gateway_overhead.py
 	$(RUN) python benchmarks/cli_startup.py
