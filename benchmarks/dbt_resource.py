@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 # One sample, in a process of its own (imports as a run worker has them, no adapter cached).
 SAMPLE = """
 import json, resource, sys, time
+from pathlib import Path
 from dagster_dbt import DbtCliResource
 from orchestration.resources import WarehouseDbt
 from warehouse.dbt import DBT_PROJECT_DIR, dbt_executable
@@ -39,16 +40,18 @@ def cpu():
 kind = {"dagster-dbt": DbtCliResource, "tmlbench": WarehouseDbt}[sys.argv[1]]
 dbt = kind(project_dir=str(DBT_PROJECT_DIR), profiles_dir=str(DBT_PROJECT_DIR),
            dbt_executable=str(dbt_executable()))
+manifest = DBT_PROJECT_DIR / "target" / "manifest.json"
 started, used = time.perf_counter(), cpu()
-assert dbt.cli(["--version"], manifest=DBT_PROJECT_DIR / "target" / "manifest.json").is_successful()
+assert dbt.cli(["--version"], manifest=manifest, target_path=Path(sys.argv[2])).is_successful()
 print(json.dumps({"wall": time.perf_counter() - started, "cpu": cpu() - used}))
 """
 
 
 def sample(kind: str, home: str) -> dict[str, float]:
     env = {**os.environ, "DAGSTER_HOME": home}
+    target = tempfile.mkdtemp(dir=home)  # not a folder in dbt_project/target, cli()'s default
     out = subprocess.run(
-        [sys.executable, "-c", SAMPLE, kind],
+        [sys.executable, "-c", SAMPLE, kind, target],
         cwd=REPO, env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     result: dict[str, float] = json.loads(out.strip().splitlines()[-1])

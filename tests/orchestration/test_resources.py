@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_dbt_command_runs_no_dbt_version_and_makes_no_adapter_first(
-    monkeypatch: pytest.MonkeyPatch, dbt_manifest: Path
+    monkeypatch: pytest.MonkeyPatch, dbt_manifest: Path, tmp_path: Path
 ) -> None:
     """dagster-dbt's resource would run `dbt --version` and load dbt's macros in-process (~5 s of
     CPU) before every command; ours knows the version and needs no adapter."""
@@ -29,7 +29,7 @@ def test_a_dbt_command_runs_no_dbt_version_and_makes_no_adapter_first(
     monkeypatch.setattr(upstream, "check_output", refuse)
     monkeypatch.setattr(DbtCliResource, "_initialize_dbt_core_adapter", refuse)
     resource = dbt_resource()
-    invocation = resource.cli(["--version"], manifest=dbt_manifest)
+    invocation = resource.cli(["--version"], manifest=dbt_manifest, target_path=tmp_path)
     assert invocation.is_successful()
     assert invocation.adapter is None
     # the version it takes for granted is the one the CLI reports
