@@ -142,15 +142,14 @@ def dbt_project() -> DbtProject:
 
 
 class WarehouseDbt(DbtCliResource):
-    """dagster-dbt's dbt resource without two things it does before every dbt command, which
-    cost ~5 s of CPU and of wall time in each run that builds the marts (2026-12-06), half of
-    the automation's run from a finished setting to the published snapshot:
+    """dagster-dbt's dbt resource without two things it does before every dbt command, 3 s of
+    CPU and of wall time in each run that builds the marts (benchmarks/dbt_resource.py), on the
+    way from a finished setting to the published snapshot:
 
-    - it runs ``dbt --version`` to learn the CLI's version (2.9 s of CPU): the CLI is the one
-      beside this interpreter (``warehouse.dbt.dbt_executable``), so its version is the
-      installed dbt-core's;
-    - it loads dbt's project, profile and macros in this process to make an adapter (2.5 s),
-      which only its row-count and column-metadata fetches use; the dbt asset fetches neither.
+    - it runs ``dbt --version`` to learn the CLI's version: the CLI is the one beside this
+      interpreter (``warehouse.dbt.dbt_executable``), so its version is the installed dbt-core's;
+    - it loads dbt's project, profile and macros in this process to make an adapter, which only
+      its row-count and column-metadata fetches use; the dbt asset fetches neither.
     """
 
     @cached_property
