@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def test_a_dbt_command_runs_no_dbt_version_and_makes_no_adapter_first(
     monkeypatch: pytest.MonkeyPatch, dbt_manifest: Path, tmp_path: Path
 ) -> None:
-    """dagster-dbt's resource would run `dbt --version` and load dbt's macros in-process (~5 s of
+    """dagster-dbt's resource would run `dbt --version` and load dbt's macros in-process (3 s of
     CPU) before every command; ours knows the version and needs no adapter."""
     import dagster_dbt.core.resource as upstream
     from dagster_dbt import DbtCliResource
