@@ -125,8 +125,8 @@ DBT_SOURCES := $(shell find dbt_project/models dbt_project/macros dbt_project/te
 manifest: install $(MANIFEST)
 
 # dbt re-parses the whole project when the warehouse path is not the one its parse cache was
-# made with (the path is part of the profile's hash): the manifest is made again for the
-# warehouse `make run`/`make ui` use, so their dbt builds parse only what changed.
+# made with (the path is a dbt var, and dbt hashes the vars by value): the manifest is made
+# again for the warehouse `make run`/`make ui` use, so their dbt builds parse only what changed.
 WAREHOUSE_STAMP := dbt_project/target/.warehouse
 $(WAREHOUSE_STAMP): FORCE
 	@mkdir -p $(@D)
