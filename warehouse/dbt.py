@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,31 @@ def project_fingerprint(project_dir: Path = DBT_PROJECT_DIR) -> str:
         digest.update(f"{path.relative_to(project_dir)}\0".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:16]
+
+
+# Each dbt command a Dagster run makes writes its artifacts (manifest, run results, dbt's log
+# and a copy of the parse cache: ~14 MB) to a folder of its own under STEPS_DIR; a `make ui`
+# left running would keep one per automation run for ever. The newest KEPT_STEPS stay (a failed
+# build's log among them), and any folder touched in the last hour: another process's build may
+# be writing it.
+STEPS_DIR = DBT_PROJECT_DIR / "target" / "steps"
+KEPT_STEPS = 10
+IN_USE_SECONDS = 3600
+
+
+def step_target(run_id: str, steps_dir: Path = STEPS_DIR) -> Path:
+    """A new folder for one Dagster dbt command's artifacts, the oldest others removed."""
+    if steps_dir.is_dir():
+        folders = sorted(
+            (p for p in steps_dir.iterdir() if p.is_dir() and not p.is_symlink()),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        stale = time.time() - IN_USE_SECONDS
+        for folder in folders[KEPT_STEPS - 1 :]:
+            if folder.stat().st_mtime < stale:
+                shutil.rmtree(folder, ignore_errors=True)
+    return steps_dir / f"{run_id[:8]}-{uuid.uuid4().hex[:8]}"
 
 
 def dbt_command(args: Sequence[str]) -> list[str]:

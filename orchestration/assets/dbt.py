@@ -10,7 +10,7 @@ from orchestration.assets.warehouse import DUCKDB_POOL
 from orchestration.conditions import on_new_data
 from orchestration.resources import DuckDBWarehouse, dbt_project
 from runner.errors import TmlbenchError
-from warehouse.dbt import DBT_PROJECT_DIR
+from warehouse.dbt import DBT_PROJECT_DIR, step_target
 
 # What a dbt build streams (``DbtCliInvocation.stream``): each model's output (no value: dbt wrote
 # the table) and the results of its tests.
@@ -71,7 +71,8 @@ def build_dbt_assets() -> dg.AssetsDefinition:
         # test` runs them; here they would only delay every published snapshot (about half of
         # this build's time, benchmarks/ui_loop.py).
         args = ["build", "--exclude-resource-type", "unit_test", *warehouse.dbt_args()]
-        yield from dbt.cli(args, context=context).stream()
+        target = step_target(context.run_id)  # not dagster-dbt's default: it keeps every one
+        yield from dbt.cli(args, context=context, target_path=target).stream()
 
     return tmlbench_dbt_models
 
