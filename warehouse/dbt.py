@@ -92,16 +92,19 @@ IN_USE_SECONDS = 3600
 
 def step_target(run_id: str, steps_dir: Path = STEPS_DIR) -> Path:
     """A new folder for one Dagster dbt command's artifacts, the oldest others removed."""
+    ages: list[tuple[float, Path]] = []
     if steps_dir.is_dir():
-        folders = sorted(
-            (p for p in steps_dir.iterdir() if p.is_dir() and not p.is_symlink()),
-            key=lambda p: p.stat().st_mtime,
-            reverse=True,
-        )
-        stale = time.time() - IN_USE_SECONDS
-        for folder in folders[KEPT_STEPS - 1 :]:
-            if folder.stat().st_mtime < stale:
-                shutil.rmtree(folder, ignore_errors=True)
+        for folder in steps_dir.iterdir():
+            try:  # another process may be removing it
+                if folder.is_dir() and not folder.is_symlink():
+                    ages.append((folder.stat().st_mtime, folder))
+            except FileNotFoundError:
+                continue
+    ages.sort(reverse=True)
+    stale = time.time() - IN_USE_SECONDS
+    for modified, folder in ages[KEPT_STEPS - 1 :]:
+        if modified < stale:
+            shutil.rmtree(folder, ignore_errors=True)
     return steps_dir / f"{run_id[:8]}-{uuid.uuid4().hex[:8]}"
 
 
