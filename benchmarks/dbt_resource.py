@@ -30,17 +30,19 @@ SAMPLE = """
 import json, resource, sys, time
 from pathlib import Path
 from dagster_dbt import DbtCliResource
-from orchestration.resources import WarehouseDbt
-from warehouse.dbt import DBT_PROJECT_DIR, dbt_executable
+from orchestration.resources import dbt_project, dbt_resource
 
 def cpu():
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
-kind = {"dagster-dbt": DbtCliResource, "tmlbench": WarehouseDbt}[sys.argv[1]]
-dbt = kind(project_dir=str(DBT_PROJECT_DIR), profiles_dir=str(DBT_PROJECT_DIR),
-           dbt_executable=str(dbt_executable()))
-manifest = DBT_PROJECT_DIR / "target" / "manifest.json"
+ours = dbt_resource()
+if sys.argv[1] == "tmlbench":
+    dbt = ours
+else:  # dagster-dbt's own, configured as ours is
+    dbt = DbtCliResource(project_dir=ours.project_dir, profiles_dir=ours.profiles_dir,
+                         dbt_executable=ours.dbt_executable)
+manifest = dbt_project().manifest_path
 started, used = time.perf_counter(), cpu()
 assert dbt.cli(["--version"], manifest=manifest, target_path=Path(sys.argv[2])).is_successful()
 print(json.dumps({"wall": time.perf_counter() - started, "cpu": cpu() - used}))

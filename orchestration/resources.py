@@ -163,9 +163,10 @@ class WarehouseDbt(DbtCliResource):
 
 
 def dbt_resource() -> DbtCliResource:
+    project = dbt_project()
     return WarehouseDbt(
-        project_dir=str(DBT_PROJECT_DIR),
-        profiles_dir=str(DBT_PROJECT_DIR),
+        project_dir=str(project.project_dir),
+        profiles_dir=str(project.profiles_dir),
         dbt_executable=str(dbt_executable()),
     )
 

@@ -156,9 +156,9 @@ R429, R429_BARE, E5XX = "429 with Retry-After", "429 without Retry-After", "5xx 
 #: on an error event in the stream and on a close-delimited cut (it takes the cut reply for
 #: a whole one, without a tool call, and stops), and on a chunked cut only sometimes (CI,
 #: twice in one test, 2026-12-06: where the cut falls decides); aider on a close-delimited cut
-#: too, and it stops after its 3 reflections anyway. The others retry every fault, so their walks end
-#: retrying the last one until the budget ends. Kilo's walks end when it gives up (24–33 s,
-#: ~20 s of it start-up), so its budget is only a ceiling.
+#: too, and it stops after its 3 reflections anyway. The others retry every fault, so their
+#: walks end retrying the last one until the budget ends. Kilo's walks end when it gives up
+#: (24–33 s, ~20 s of it start-up), so its budget is only a ceiling.
 WALKS: dict[str, list[tuple[list[str], str, int]]] = {
     "codex-cli": [([f for f in ALL if f != R429_BARE], R429_BARE, 30)],
     "claude-code": [(ALL, E5XX, 30)],
