@@ -3,7 +3,6 @@ and the machine shared between pytest-xdist workers (tests/README.md, "Running i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,24 +11,18 @@ from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_task
 from runner.tasks.preparation import prepare_twin
 from tests.support.prepared_tasks import make_paths
-from tests.support.workers import machine_share, shared_session_dir
+
+# The hooks that share the machine between xdist workers (imported, a conftest's hooks are its).
+from tests.support.workers import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_runtest_protocol,
+    shared_session_dir,
+)
 from tools.dashboard_snapshot import build_snapshot
 from warehouse.db import apply_ddl, connect
 from warehouse.snapshot import snapshot_path
 
 SMALL_ROWS = 600
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """Each test holds a share of the machine from its setup to its teardown; one marked
-    ``exclusive`` holds all of it (tests/support/workers.py). Outermost of the hook's wrappers
-    (tryfirst), so the wait for a share is not counted in pytest-timeout's limit of the test."""
-    alone = item.get_closest_marker("exclusive") is not None
-    # pytest's own TempPathFactory (config._tmp_path_factory, what the tmp_path_factory
-    # fixture returns): a hook has no fixtures.
-    with machine_share(item.config._tmp_path_factory, alone):  # type: ignore[attr-defined]
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
-"""`make test`'s pytest-xdist rules hold (tests/README.md, "Running in parallel"): a small session
-of generated tests, run on two workers as `make test` runs the suite, keeps every test of an
-``xdist_group`` on one worker and builds a ``shared_session_dir`` once for both workers.
+"""`make test`'s pytest-xdist rules hold (tests/README.md, "Running in parallel"): small sessions
+of generated tests, run on two workers as `make test` runs the suite, keep every test of an
+``xdist_group`` on one worker, build a ``shared_session_dir`` once for both workers, and run the
+``exclusive`` tests one after another with nothing beside them.
 
 Both failed silently once: under pytest 9.2, pytest-xdist 3.8's loadgroup stopped grouping with no
 error (pytest-xdist issue 1386), and a whole suite went green with its groups ignored.
@@ -22,11 +23,16 @@ pytestmark = pytest.mark.integration
 
 CONFTEST = """
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.workers import shared_session_dir
+from tests.support.workers import (
+    pytest_collection_modifyitems,
+    pytest_runtest_protocol,
+    shared_session_dir,
+)
 
 OUT = Path(os.environ["PARALLEL_OUT"])
 
@@ -44,6 +50,10 @@ def shared(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def where(request):
     (OUT / request.node.name).write_text(os.environ["PYTEST_XDIST_WORKER"])
+    start = time.time()
+    yield
+    with open(OUT / "spans", "a") as spans:  # when each test ran, inside its share of the machine
+        spans.write(f"{request.node.name} {start} {time.time()}\\n")
 """
 
 GROUPED = """
@@ -69,14 +79,27 @@ def test_loose(i, shared):
 """
 
 
-def test_groups_stay_on_one_worker_and_a_shared_folder_is_built_once(tmp_path: Path):
+ALONE = """
+import time
+import pytest
+
+pytestmark = pytest.mark.exclusive
+
+
+@pytest.mark.parametrize("i", range(3))
+def test_alone(i):
+    time.sleep(0.2)
+"""
+
+
+def _run_session(tmp_path: Path, modules: dict[str, str]) -> Path:
+    """Run the generated modules (with CONFTEST) on two workers; the folder they wrote to."""
     session, out = tmp_path / "session", tmp_path / "out"
     session.mkdir()
     out.mkdir()
     (session / "conftest.py").write_text(CONFTEST)
-    (session / "test_grouped_a.py").write_text(GROUPED)
-    (session / "test_grouped_b.py").write_text(GROUPED.replace("test_grouped(", "test_other("))
-    (session / "test_loose.py").write_text(LOOSE)
+    for name, text in modules.items():
+        (session / name).write_text(text)
     env = {**os.environ, "PARALLEL_OUT": str(out), "PYTHONPATH": str(REPO_ROOT)}
     env.pop("PYTEST_XDIST_WORKER", None)  # this test may itself run on a worker
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
@@ -85,9 +108,39 @@ def test_groups_stay_on_one_worker_and_a_shared_folder_is_built_once(tmp_path: P
         command, cwd=session, env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def test_groups_stay_on_one_worker_and_a_shared_folder_is_built_once(tmp_path: Path):
+    modules = {"test_grouped_a.py": GROUPED, "test_loose.py": LOOSE}
+    modules["test_grouped_b.py"] = GROUPED.replace("test_grouped(", "test_other(")
+    out = _run_session(tmp_path, modules)
 
     grouped = [p for p in out.iterdir() if p.name.startswith(("test_grouped", "test_other"))]
     assert len(grouped) == 12
     assert len({p.read_text() for p in grouped}) == 1, {p.name: p.read_text() for p in grouped}
     assert len(list(out.glob("test_loose*"))) == 6
     assert len((out / "builds").read_text().splitlines()) == 1
+
+
+def test_exclusive_tests_run_one_after_another_with_nothing_beside_them(tmp_path: Path):
+    """Two modules of exclusive tests become one group on one worker, which keeps the machine
+    from the first of them to the last: the other worker's loose tests (queued all along) start
+    neither between them nor beside them."""
+    modules = {"test_alone_a.py": ALONE, "test_loose.py": LOOSE.replace("0.05", "0.3")}
+    modules["test_alone_b.py"] = ALONE.replace("test_alone(", "test_also_alone(")
+    out = _run_session(tmp_path, modules)
+
+    alone = [p for p in out.iterdir() if p.name.startswith(("test_alone", "test_also_alone"))]
+    assert len(alone) == 6 and len({p.read_text() for p in alone}) == 1
+    spans = {
+        name: (float(start), float(end))
+        for name, start, end in (line.split() for line in (out / "spans").read_text().splitlines())
+    }
+    first = min(start for name, (start, _) in spans.items() if "alone" in name)
+    last = max(end for name, (_, end) in spans.items() if "alone" in name)
+    loose = {name: span for name, span in spans.items() if name.startswith("test_loose")}
+    assert len(loose) == 6
+    assert all(end <= first or start >= last for start, end in loose.values()), (first, last, loose)
+    # the loose tests had to wait: some ran after the exclusive ones (not all before them)
+    assert any(start >= last for start, _ in loose.values()), (first, last, loose)
