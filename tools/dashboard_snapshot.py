@@ -11,8 +11,10 @@ from typing import Any
 import duckdb
 
 from runner.attempts.records import RunRecord, write_record
+from tools.dbt_in_process import run_in_process
 from tools.dbt_warehouse import (
     SCENARIO_EXCLUDE,
+    SCENARIO_VARS,
     count_every_setting,
     insert_agents,
     insert_suites,
@@ -145,9 +147,10 @@ def build_snapshot(root: Path) -> Path:
         )
     build_marts(
         warehouse,
-        dbt_vars={"bootstrap_replicates": 20},
+        dbt_vars=SCENARIO_VARS,
         artifacts_dir=root / "dbt",
         exclude=SCENARIO_EXCLUDE,
+        run=run_in_process,
     )
     snapshot = root / "warehouse.snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)

@@ -21,6 +21,10 @@ DEFAULT_SUITE = "test"  # the suite of a record that names none
 # each runs in a build of its own (the fresh warehouse of tests/dbt_project/test_dbt_build.py
 # runs every unit test once per session). Every data test still runs on every scenario.
 SCENARIO_EXCLUDE = f"{CROSS_MART_TESTS} {UNIT_TESTS}"
+# The vars of a test's build of its own scenario: a few bootstrap replicates (no assertion
+# depends on their number) and one set of vars for all of them, so that one parse of the project
+# serves their builds (tools/dbt_in_process.py).
+SCENARIO_VARS = {"bootstrap_replicates": 20}
 # The same for a build through the CLI (`tmlbench warehouse build`, which builds everything):
 # dbt's own variable for --exclude-resource-type, inherited by the dbt subprocess.
 CLI_WITHOUT_UNIT_TESTS = {"DBT_EXCLUDE_RESOURCE_TYPES": "unit_test"}

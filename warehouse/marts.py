@@ -8,8 +8,9 @@ the raw schema so a fresh warehouse builds too (with empty marts).
 from __future__ import annotations
 
 import json
+import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,7 @@ def build_marts(
     dbt_vars: Mapping[str, Any] | None = None,
     artifacts_dir: Path | None = None,
     exclude: str | None = None,
+    run: Callable[[Sequence[str]], subprocess.CompletedProcess[str]] = run_dbt,
 ) -> MartsResult:
     """Run `dbt build` on the warehouse; raise TmlbenchError naming every failing node.
 
@@ -84,6 +86,8 @@ def build_marts(
     artifacts_dir: where dbt writes target/ and logs/ (default: dbt_project/target, logs).
     exclude: a dbt selection of nodes not to build (e.g. CROSS_MART_TESTS, UNIT_TESTS, or both
         separated by a space); nothing when None.
+    run: what runs the dbt command (``run_dbt``'s contract): by default the venv's dbt CLI, in
+        a subprocess; the tests' warehouses are built in-process (tools/dbt_in_process.py).
     """
     warehouse_path = Path(warehouse_path).resolve()
     ensure_raw_schema(warehouse_path)
@@ -101,7 +105,7 @@ def build_marts(
         args += ["--exclude", exclude]
 
     started = time.perf_counter()
-    outcome = run_dbt(args)
+    outcome = run(args)
     seconds = time.perf_counter() - started
 
     nodes = _node_results(run_results)

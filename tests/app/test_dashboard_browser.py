@@ -28,6 +28,7 @@ import pytest
 from runner.attempts.records import write_record
 from runner.config import REPO_ROOT
 from tests.support.prepared_tasks import make_paths
+from tools.dbt_in_process import run_in_process
 from tools.dbt_warehouse import SCENARIO_EXCLUDE
 from tools.records import make_record
 from tools.streamlit_server import (
@@ -184,7 +185,7 @@ def build_snapshot(root: Path, records, files: dict[str, dict[str, str]] | None 
         assert not report.rejected, report.rejected
     finally:
         con.close()
-    build_marts(warehouse, artifacts_dir=root / "dbt", exclude=SCENARIO_EXCLUDE)
+    build_marts(warehouse, artifacts_dir=root / "dbt", exclude=SCENARIO_EXCLUDE, run=run_in_process)
     snapshot = root / "snapshot.duckdb"
     counts = publish_snapshot(warehouse, snapshot)
     assert counts.get("marts.leaderboard", 0) > 0, counts

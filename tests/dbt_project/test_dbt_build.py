@@ -8,7 +8,9 @@ import datetime as dt
 import json
 import re
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import duckdb
@@ -20,8 +22,10 @@ from runner.attempts.records import STATUSES, RunRecord
 from runner.config import REPO_ROOT
 from runner.errors import TmlbenchError
 from tests.support.workers import shared_session_dir
+from tools.dbt_in_process import run_in_process
 from tools.dbt_warehouse import (
     SCENARIO_EXCLUDE,
+    SCENARIO_VARS,
     declare_suite,
     insert_agents,
     insert_runs,
@@ -31,6 +35,7 @@ from tools.dbt_warehouse import (
     read_suite_mart,
 )
 from tools.records import make_record as run_record
+from warehouse.dbt import run_dbt
 from warehouse.marts import MartsResult, build_marts
 
 # integration: real dbt builds of test warehouses
@@ -145,13 +150,24 @@ def test_fresh_warehouse_builds_empty_marts_in_schema_marts(fresh: tuple[Path, M
     assert not not_first, f"suite_id is not the first column of {not_first}"
 
 
-def test_failing_data_test_names_the_node(tmp_path: Path, artifacts: Path):
-    path = tmp_path / "bad.duckdb"
+# The dbt CLI in a subprocess (the product's) and dbt in this process (the test warehouses'
+# builds, tools/dbt_in_process.py) fail alike.
+@pytest.mark.parametrize("run", [run_dbt, run_in_process], ids=["subprocess", "in-process"])
+def test_failing_data_test_names_the_node(
+    tmp_path: Path, artifacts: Path, run: Callable[[Sequence[str]], CompletedProcess[str]]
+):
+    path = tmp_path / "warehouse.duckdb"
     bad = run_record("a", "t1", 60, 0, score=0.7)
     insert_runs(path, [bad.model_copy(update={"score_hib": -0.7})])
 
-    with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs"):
-        build_marts(path, select="stg_raw__runs", artifacts_dir=artifacts, exclude=SCENARIO_EXCLUDE)
+    with pytest.raises(TmlbenchError, match=r"expression_is_true_stg_raw__runs") as failure:
+        build_marts(
+            path, select="stg_raw__runs", artifacts_dir=artifacts, exclude=SCENARIO_EXCLUDE, run=run
+        )
+    assert "test.tmlbench.expression_is_true_stg_raw__runs" in str(failure.value)
+    assert ": fail: Got 1 result" in str(failure.value)
+    with duckdb.connect(str(path)) as con:  # closed by the build: writable again
+        assert con.sql("select count(*) from raw.runs").fetchone() == (1,)
 
 
 # --- constraints: the contracted tables hold no bad row --------------------------------------
@@ -288,8 +304,6 @@ def test_a_build_that_makes_a_bad_value_fails_naming_the_model_and_the_rule(
 # tests comparing a suite together and alone prove it), built once for the session; each test
 # reads its suites' rows. A scenario's later state (a run dropped, a ceiling raised) is a suite
 # of its own beside the first. The few bootstrap replicates change no assertion.
-
-SCENARIO_VARS = {"bootstrap_replicates": 20}
 
 
 def insert_specs(path: Path) -> None:
@@ -498,7 +512,11 @@ def build_scenarios(folder: Path) -> None:
             "from (values ('x'), ('y')) as a(agent), (values ('t1'), ('t2')) as t(task)"
         )
     build_marts(
-        path, dbt_vars=SCENARIO_VARS, artifacts_dir=folder / "dbt", exclude=SCENARIO_EXCLUDE
+        path,
+        dbt_vars=SCENARIO_VARS,
+        artifacts_dir=folder / "dbt",
+        exclude=SCENARIO_EXCLUDE,
+        run=run_in_process,
     )
 
 
@@ -524,7 +542,8 @@ ALONE = {
 
 def build_alone(folder: Path) -> None:
     for name, records in ALONE.items():
-        path = folder / f"{name}.duckdb"
+        path = folder / name / "warehouse.duckdb"  # one name: one parse of the project serves all
+        path.parent.mkdir()
         insert_runs(path, records())
         if name == "s1-and-c":
             insert_suites(path, S12_SUITES)
@@ -534,6 +553,7 @@ def build_alone(folder: Path) -> None:
             dbt_vars=SCENARIO_VARS,
             artifacts_dir=folder / f"dbt-{name}",
             exclude=ALONE_EXCLUDE,
+            run=run_in_process,
         )
 
 
@@ -541,9 +561,8 @@ def build_alone(folder: Path) -> None:
 def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """suite → a warehouse without the suites it shares agents, run ids or a folder with."""
     folder = shared_session_dir(tmp_path_factory, "dbt-alone", build_alone)
-    return {"s1": folder / "s1-and-c.duckdb", "c": folder / "s1-and-c.duckdb"} | {
-        suite: folder / f"{suite}.duckdb" for suite in ("a", "b")
-    }
+    paths = {name: folder / name / "warehouse.duckdb" for name in ALONE}
+    return {"s1": paths["s1-and-c"], "c": paths["s1-and-c"], "a": paths["a"], "b": paths["b"]}
 
 
 def test_the_scenarios_build_runs_every_data_test_but_no_cross_mart_or_unit_test(

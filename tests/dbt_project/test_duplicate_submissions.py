@@ -11,7 +11,13 @@ import pytest
 
 from runner.attempts.records import RunRecord, write_record
 from tests.support.workers import shared_session_dir
-from tools.dbt_warehouse import SCENARIO_EXCLUDE, count_every_setting, read_suite_mart
+from tools.dbt_in_process import run_in_process
+from tools.dbt_warehouse import (
+    SCENARIO_EXCLUDE,
+    SCENARIO_VARS,
+    count_every_setting,
+    read_suite_mart,
+)
 from tools.records import make_record
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
@@ -113,9 +119,10 @@ def build(root: Path) -> None:
     count_every_setting(path)  # each suite file: every setting of its folder
     build_marts(
         path,
-        dbt_vars={"bootstrap_replicates": 5},
+        dbt_vars=SCENARIO_VARS,
         artifacts_dir=root / "dbt",
         exclude=SCENARIO_EXCLUDE,
+        run=run_in_process,
     )
 
 

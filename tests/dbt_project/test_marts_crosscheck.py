@@ -43,6 +43,7 @@ from tests.support.leaderboard_reference import (
 )
 from tests.support.leaderboard_reference import success_rates as reference_success_rates
 from tests.support.workers import shared_session_dir
+from tools.dbt_in_process import run_in_process
 from tools.dbt_warehouse import (
     insert_agents,
     insert_runs,
@@ -272,7 +273,7 @@ def build(root: Path) -> None:
             )
     insert_tasks(path, {t: (d, start) for t, (d, _, start) in TASKS.items()})
     insert_agents(path, {**{a: cutoff for a, (_, cutoff) in AGENTS.items()}, "zeta": ZETA_CUTOFF})
-    build_marts(path, artifacts_dir=root / "dbt", exclude=UNIT_TESTS)
+    build_marts(path, artifacts_dir=root / "dbt", exclude=UNIT_TESTS, run=run_in_process)
 
 
 @pytest.fixture(scope="session")
@@ -952,11 +953,15 @@ def test_leaderboard_uncertainty(built, boards, replicates):
 
 def test_bootstrap_is_deterministic(built, tmp_path: Path, replicates):
     """A second build of the same records (fresh file, only the bootstrap's lineage) agrees."""
-    path = tmp_path / "again.duckdb"
+    path = tmp_path / "warehouse.duckdb"
     insert_runs(path, built[1])
     insert_suites(path, SUITES, attempts=ATTEMPTS, provider_ceilings=PROVIDER_CEILINGS)
     build_marts(
-        path, select="+leaderboard_uncertainty", artifacts_dir=tmp_path / "dbt", exclude=UNIT_TESTS
+        path,
+        select="+leaderboard_uncertainty",
+        artifacts_dir=tmp_path / "dbt",
+        exclude=UNIT_TESTS,
+        run=run_in_process,
     )
     order = ["suite_id", "agent_id"]
     first = read_mart(built[0], "leaderboard_uncertainty").sort_values(order)

@@ -24,6 +24,7 @@ import numpy as np
 from runner.attempts.records import STATUSES, RunRecord, write_record
 from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_suite, load_task
+from tools.dbt_in_process import run_in_process
 from tools.records import make_record
 
 GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
@@ -111,7 +112,7 @@ def build_demo(root: Path) -> tuple[Paths, Path]:
     _load_everything(paths, paths.runs_dir, warehouse)
     # every data test and cross-mart test on the demo's data; dbt's unit tests (the models' SQL
     # on fixed inputs, not this data) are tests/dbt_project/test_dbt_build.py's fresh build's
-    build_marts(warehouse, artifacts_dir=root / "dbt", exclude=UNIT_TESTS)
+    build_marts(warehouse, artifacts_dir=root / "dbt", exclude=UNIT_TESTS, run=run_in_process)
     return paths, warehouse
 
 

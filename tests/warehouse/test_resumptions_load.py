@@ -22,6 +22,7 @@ from runner.suites.resumptions import (
     parse_resumption,
 )
 from tests.support.run_folders import write
+from tools.dbt_in_process import run_in_process
 from tools.records import make_record as rec
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import content_version, load_runs
@@ -209,12 +210,16 @@ def test_the_marts_stop_a_setting_exactly_when_the_runner_does(tmp_path):
         resume(folder, *(f"{budget}-{i}" for i in range(3)), setting=f"a|t|{budget}")
     for i in range(3, 6):  # new faults after the resumption
         write(runs, rec(budget=600, minute=i, status="harness_error", run_id=f"600-{i}"), sub="s")
-    path = tmp_path / "wh.duckdb"
+    path = tmp_path / "warehouse.duckdb"
     with connect(path) as con:
         assert load_runs(con, runs).rejected == []
         declare_suite(con, "s", "s")  # harness_error_ceiling 3
     build_marts(
-        path, select="+setting_success_rates", artifacts_dir=tmp_path / "dbt", exclude=UNIT_TESTS
+        path,
+        select="+setting_success_rates",
+        artifacts_dir=tmp_path / "dbt",
+        exclude=UNIT_TESTS,
+        run=run_in_process,
     )
     rates = read_mart(path, "setting_success_rates").set_index("budget_seconds")
     forgiven_ids = forgiven_run_ids(folder)

@@ -19,6 +19,7 @@ import pytest
 from runner.errors import TmlbenchError
 from tests.support import tml_bench as tb
 from tests.support.tml_bench_db import GENERATIONS, run_columns
+from tools.dbt_in_process import run_in_process
 from warehouse.importers.tml_bench import import_tml_bench
 from warehouse.loader import load_runs
 
@@ -390,14 +391,14 @@ def test_marts_build_on_imported_runs_of_every_generation(tmp_path: Path):
     ]
     runs.append(tb.result("fail_1", f"2026-02-01T09:00:00{PT}", status="timeout"))
     old = tb.database(tmp_path / "old.sqlite", [RUNS[0]], generation="9e850f7")
-    path = tmp_path / "wh.duckdb"
+    path = tmp_path / "warehouse.duckdb"
     con = connect(path)
     apply_ddl(con)
     report = import_tml_bench(con, tb.database(tmp_path / "r.sqlite", runs), old)
     con.close()
     assert (report.runs.new, report.rejected) == (13, [])
 
-    build_marts(path, artifacts_dir=tmp_path / "dbt", exclude=SCENARIO_EXCLUDE)
+    build_marts(path, artifacts_dir=tmp_path / "dbt", exclude=SCENARIO_EXCLUDE, run=run_in_process)
     con = connect(path, read_only=True)
     try:
         medians = dict(

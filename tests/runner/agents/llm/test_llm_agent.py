@@ -45,7 +45,8 @@ from runner.tasks.metrics import get_metric
 from tests.support.attempts import attempt
 from tests.support.llm_attempts import KEY, KEY_ENV, PRICE_IN, PRICE_OUT, TASK, llm_agent, run
 from tests.support.prepared_tasks import shared_paths
-from tools.dbt_warehouse import SCENARIO_EXCLUDE, count_every_setting
+from tools.dbt_in_process import run_in_process
+from tools.dbt_warehouse import SCENARIO_EXCLUDE, SCENARIO_VARS, count_every_setting
 from warehouse.db import apply_ddl, connect
 from warehouse.loader import load_runs
 from warehouse.marts import build_marts
@@ -355,7 +356,7 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
 ):
     record, provider = recorded.record, recorded.provider
     assert record.status == "success", record.error_message
-    warehouse = tmp_path / "wh.duckdb"
+    warehouse = tmp_path / "warehouse.duckdb"
     con = connect(warehouse)
     try:
         apply_ddl(con)
@@ -366,9 +367,10 @@ def test_usage_flows_into_the_warehouse_the_marts_and_the_run_explorer(
     build_marts(
         warehouse,
         select=READ_BELOW,
-        dbt_vars={"bootstrap_replicates": 5},
+        dbt_vars=SCENARIO_VARS,
         artifacts_dir=tmp_path / "dbt",
         exclude=SCENARIO_EXCLUDE,
+        run=run_in_process,
     )
     snapshot = tmp_path / "snapshot.duckdb"
     publish_snapshot(warehouse, snapshot)
