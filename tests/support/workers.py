@@ -1,6 +1,7 @@
 """What the pytest-xdist workers of one test session share (`make test` runs pytest with
 ``-n 4``, tests/README.md): a folder built once for the whole session, and the machine, which a
-test marked ``exclusive`` has to itself.
+test marked ``exclusive`` has to itself. The two pytest hooks at the end share it out;
+tests/conftest.py imports them (a conftest's hooks are those of its module).
 
 Both live in the session's root temp folder: under xdist, the folder every worker's own
 ``tmp_path_factory.getbasetemp()`` sits in (``.../pytest-N/popen-gw0``); without xdist, the
@@ -134,7 +135,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Each test holds a share of the machine from its setup to its teardown; one marked
     ``exclusive`` holds all of it, and keeps it for the next when that one is exclusive too
-    (tests/support/workers.py). Outermost of the hook's wrappers (tryfirst), so the wait for a
+    (``MachineShare``). Outermost of the hook's wrappers (tryfirst), so the wait for a
     share is not counted in pytest-timeout's limit of the test."""
     # pytest's own TempPathFactory (config._tmp_path_factory, what the tmp_path_factory
     # fixture returns): a hook has no fixtures.
