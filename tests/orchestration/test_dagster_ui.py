@@ -1,14 +1,21 @@
-"""The real Dagster UI serves tmlbench's asset graph.
+"""The real Dagster UI: it serves tmlbench's asset graph, and materializing an unprepared setting
+from it records no attempt, its failed run's page saying which ``prepared_tasks`` partition to
+materialize.
 
-Starts ``dagster-webserver -m orchestration.definitions`` on a free loopback port with a
-throwaway DAGSTER_HOME, waits for ``/server_info``, then asks the GraphQL API for the asset
-nodes: the benchmark's assets are there, ``agent_runs`` has one partition per setting of the
-default suite, and every asset that writes the warehouse is in the ``duckdb`` pool. The
-webserver (no daemon) never launches a run. Its process group is always terminated.
+One ``dagster-webserver -m orchestration.definitions`` for the module, on a free loopback port
+with a throwaway DAGSTER_HOME (starting one costs ~20 s: both tests share it). Its run
+coordinator launches runs at once (Dagster's default, the queued coordinator, waits for a
+daemon: there is none). The asset graph is read from the GraphQL API: the benchmark's assets are
+there, ``agent_runs`` has one partition per setting of the default suite, and every asset that
+writes the warehouse is in the ``duckdb`` pool. Then one ``demo/agent_runs`` partition is
+launched through the API as the Materialize button does (``launchRun`` of the asset job with the
+partition's tags), and the failed run's page is opened in chromium. The webserver's process
+group is always terminated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,26 +23,47 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runner.config import REPO_ROOT
+from runner.attempts.records import RECORD_FILE
+from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_suite
 from tools.dagster_ui import graphql
 from tools.servers import free_port, stop
+from tools.streamlit_server import CHROMIUM, CHROMIUM_ARGS
 
 # The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
 # repository's dbt_project/target, which a `tmlbench warehouse build` elsewhere may be rewriting.
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_manifest")]
+# xdist_group: the module's webserver is started once, on one worker.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("dbt_manifest"),
+    pytest.mark.xdist_group("dagster_ui"),
+]
 
 MODULE = "orchestration.definitions"
-STARTUP_TIMEOUT = 90.0
+TIMEOUT = 180.0
 BIN = Path(sys.executable).parent
-MANIFEST = REPO_ROOT / "dbt_project" / "target" / "manifest.json"
 SUITE = "demo"  # one asset group per suite file; this one's partitions are checked
+TASK = "bank-customer-churn-ict-u-ai"
+AGENT_BUDGET = "baseline-constant@240s"
+PARTITION = f"{AGENT_BUDGET}|{TASK}"  # Dagster's string form: dimensions in name order
+FIX = f"materialize demo/prepared_tasks partition {TASK} first (or select both assets)"
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+concurrency:
+  pools:
+    default_limit: 1
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: DefaultRunCoordinator
+"""
+
 
 ASSET_NODES = """
 query AssetNodes {
@@ -70,48 +98,45 @@ query Locations {
 """
 
 
-def http_get(url: str, timeout: float = 5.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return response.read()
+def wait_for(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = check()
+        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f} s"
+        time.sleep(0.5)
 
 
-def ensure_manifest(tmp: Path) -> None:
-    """The definitions load dbt's manifest (``dbt parse``, no database needed)."""
-    if MANIFEST.is_file():
-        return
-    env = {**os.environ, "TMLBENCH_WAREHOUSE": str(tmp / "parse.duckdb")}
-    project = str(REPO_ROOT / "dbt_project")
-    subprocess.run(
-        [str(BIN / "dbt"), "parse", "--project-dir", project, "--profiles-dir", project, "--quiet"],
-        cwd=REPO_ROOT,
-        env=env,
-        check=True,
-        timeout=300,
-    )
-    assert MANIFEST.is_file()
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The webserver's base URL and the runs folder its runs write to (nothing is prepared)."""
+    import dagster as dg
 
+    from orchestration.sensors import sync_suite
+    from orchestration.suites import SuiteFile, scan_specs
 
-@pytest.fixture
-def webserver(tmp_path: Path) -> Iterator[str]:
-    ensure_manifest(tmp_path)
-    home = tmp_path / "dagster_home"
+    tmp = tmp_path_factory.mktemp("dagster-ui")
+    home = tmp / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(
-        "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
-    )
-    sync_default_suite(home)  # what the sensor does once the daemon runs (this test has none)
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
-        # Nothing should run, but if anything did it would only touch these.
-        "TMLBENCH_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
-        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
+        "TMLBENCH_WAREHOUSE": str(tmp / "warehouse.duckdb"),
+        "TMLBENCH_DATA_DIR": str(tmp / "data"),  # nothing prepared
+        "TMLBENCH_RUNS_DIR": str(tmp / "runs"),
         "PYTHONUNBUFFERED": "1",
     }
+    with dg.DagsterInstance.from_config(str(home)) as instance:  # what the sensor would do
+        paths = Paths.from_env(env)
+        sync_suite(instance, SuiteFile(SUITE), scan_specs(paths).keys[SUITE])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "webserver.log").open("w+b")
+    log = (tmp / "webserver.log").open("w+b")
     exe = shutil.which("dagster-webserver", path=str(BIN)) or str(BIN / "dagster-webserver")
     proc = subprocess.Popen(
         [exe, "-m", MODULE, "-h", "127.0.0.1", "-p", str(port)],
@@ -119,64 +144,34 @@ def webserver(tmp_path: Path) -> Iterator[str]:
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: the code server child goes too
+        start_new_session=True,  # its own process group: the code server and run workers go too
     )
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(
-                    f"webserver exited with {proc.returncode}:\n{log.read()[-4000:].decode()}"
-                )
-            try:
-                info = json.loads(http_get(f"{base}/server_info"))
-                assert "dagster_webserver_version" in info or "dagit_version" in info, info
-                break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
-                pass
-            if time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(
-                    f"no /server_info after {STARTUP_TIMEOUT}s:\n{log.read()[-4000:].decode()}"
-                )
-            time.sleep(0.5)
-        yield base
+
+        def loaded() -> bool:
+            assert proc.poll() is None, f"webserver exited with {proc.returncode}"
+            data = graphql(base, LOCATIONS)["workspaceOrError"]
+            assert data["__typename"] == "Workspace", data
+            entries = data["locationEntries"]
+            return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
+
+        try:
+            wait_for("loaded code location", loaded)
+        except AssertionError:
+            log.seek(0)
+            raise AssertionError(log.read()[-4000:].decode()) from None
+        yield base, tmp / "runs"
     finally:
         stop(proc)
         log.close()
 
 
-def sync_default_suite(home: Path) -> None:
-    import dagster as dg
-
-    from orchestration.sensors import sync_suite
-    from orchestration.suites import SuiteFile, scan_specs
-    from runner.config import Paths
-
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        sync_suite(instance, SuiteFile(SUITE), scan_specs(Paths.from_env()).keys[SUITE])
-
-
-def loaded_location(base: str) -> dict:
-    """Wait until the code location has loaded (or failed, with its error)."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while True:
-        data = graphql(base, LOCATIONS)["workspaceOrError"]
-        assert data["__typename"] == "Workspace", data
-        entries = data["locationEntries"]
-        if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-            (entry,) = entries
-            location = entry["locationOrLoadError"]
-            assert location["__typename"] == "RepositoryLocation", location.get("message")
-            return entry
-        assert time.monotonic() < deadline, f"code location not loaded: {entries}"
-        time.sleep(0.5)
-
-
-def test_ui_serves_the_benchmark_assets(webserver: str) -> None:
-    entry = loaded_location(webserver)
+def test_ui_serves_the_benchmark_assets(ui: tuple[str, Path]) -> None:
+    webserver, _ = ui
+    (entry,) = graphql(webserver, LOCATIONS)["workspaceOrError"]["locationEntries"]
     assert entry["name"] == MODULE
+    location = entry["locationOrLoadError"]
+    assert location["__typename"] == "RepositoryLocation", location.get("message")
 
     nodes = {
         "/".join(node["assetKey"]["path"]): node
@@ -234,3 +229,76 @@ def test_ui_serves_the_benchmark_assets(webserver: str) -> None:
     assert leaderboard.endswith("Defined in `dbt_project/models/marts/leaderboard.sql`.")
     assert "Raw SQL" not in leaderboard and "select" not in leaderboard
     assert f"{SUITE}_agent_runs" in runs["jobNames"]
+
+
+def launch(base: str) -> str:
+    """What the Materialize button does for one partition of ``demo/agent_runs``."""
+    params = {
+        "selector": {
+            "repositoryLocationName": MODULE,
+            "repositoryName": "__repository__",
+            "jobName": "__ASSET_JOB",
+            "assetSelection": [{"path": [SUITE, "agent_runs"]}],
+            "assetCheckSelection": [],
+        },
+        "runConfigData": {},
+        "executionMetadata": {
+            "tags": [
+                {"key": "dagster/partition", "value": PARTITION},
+                {"key": "dagster/partition/agent_budget", "value": AGENT_BUDGET},
+                {"key": "dagster/partition/task", "value": TASK},
+            ]
+        },
+    }
+    data = graphql(
+        base,
+        """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+        ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+        ... on RunConfigValidationInvalid { errors { message } }
+        ... on InvalidSubsetError { message } } }""",
+        {"p": params},
+    )["launchRun"]
+    assert data["__typename"] == "LaunchRunSuccess", data
+    return str(data["run"]["runId"])
+
+
+def test_an_unprepared_setting_fails_its_run_naming_the_partition_to_materialize(
+    ui: tuple[str, Path],
+) -> None:
+    base, runs_dir = ui
+    run_id = launch(base)
+
+    def finished() -> str | None:
+        run = graphql(
+            base,
+            "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+            {"id": run_id},
+        )["runOrError"]
+        return run["status"] if run["status"] in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+    assert wait_for("finished run", finished) == "FAILURE"
+    assert list(runs_dir.rglob(RECORD_FILE)) == [], "a refused run records no attempt"
+    assert not runs_dir.exists() or not any(runs_dir.rglob("*__a00")), "nor starts one"
+
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (make browser-deps)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{base}/runs/{run_id}")
+            skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter box
+            with contextlib.suppress(PlaywrightTimeout):
+                skip.click(timeout=10_000)
+            message = page.get_by_text(FIX).first  # the step's failure, in the run's log
+            message.wait_for(timeout=60_000)
+            assert message.is_visible()
+            shown = page.inner_text("body")
+            assert f"task {TASK} is not prepared" in shown
+            assert f"(partition {PARTITION})" in shown  # the setting as the UI names it
+            assert "harness_error" not in shown  # a refusal, not a recorded fault
+            page.screenshot(path=str(runs_dir.parent / "refused-run.png"))
+        finally:
+            browser.close()
