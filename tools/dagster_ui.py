@@ -87,6 +87,7 @@ query Locations {
     __typename
     ... on Workspace {
       locationEntries {
+        name
         loadStatus
         locationOrLoadError { __typename ... on PythonError { message } }
       }
@@ -226,7 +227,7 @@ def running_dagster(tmp: Path, env: Mapping[str, str]) -> Iterator[DagsterUI]:
             start_new_session=True,  # its own group: webserver, daemon, code servers, runs
         )
         try:
-            _wait_until_loaded(ui, proc)
+            wait_until_loaded(ui, proc)
             yield ui
         except BaseException:  # the test failed or the server did: show what the server said
             print(f"---- dagster dev log ({log_path}), last part:\n{ui.log_tail()}")
@@ -237,8 +238,12 @@ def running_dagster(tmp: Path, env: Mapping[str, str]) -> Iterator[DagsterUI]:
             stop(proc, grace=1)
 
 
-def _wait_until_loaded(ui: DagsterUI, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
+def wait_until_loaded(
+    ui: DagsterUI, proc: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT
+) -> None:
+    """Wait until the server ``proc`` (its process group's leader) has loaded every code
+    location; DagsterUIError if one failed to load, the server exited, or ``timeout`` passed."""
+    deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
             raise DagsterUIError(f"dagster dev exited with {proc.returncode}")
@@ -254,5 +259,5 @@ def _wait_until_loaded(ui: DagsterUI, proc: subprocess.Popen[bytes]) -> None:
         except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
             pass
         if time.monotonic() > deadline:
-            raise DagsterUIError(f"no loaded code location after {STARTUP_TIMEOUT:.0f} s")
+            raise DagsterUIError(f"no loaded code location after {timeout:.0f} s")
         time.sleep(0.5)

@@ -16,23 +16,26 @@ group is always terminated.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
-import sys
-import time
-import urllib.error
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from runner.attempts.records import RECORD_FILE
 from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_suite
-from tools.dagster_ui import graphql
+from tools.dagster_ui import (
+    BIN,
+    LOCATIONS,
+    MODULE,
+    DagsterUI,
+    DagsterUIError,
+    graphql,
+    wait_until_loaded,
+)
 from tools.servers import free_port, stop
 from tools.streamlit_server import CHROMIUM, CHROMIUM_ARGS
 
@@ -45,9 +48,7 @@ pytestmark = [
     pytest.mark.xdist_group("dagster_ui"),
 ]
 
-MODULE = "orchestration.definitions"
 TIMEOUT = 180.0
-BIN = Path(sys.executable).parent
 SUITE = "demo"  # one asset group per suite file; this one's partitions are checked
 TASK = "bank-customer-churn-ict-u-ai"
 AGENT_BUDGET = "baseline-constant@240s"
@@ -79,41 +80,10 @@ query AssetNodes {
 }
 """
 
-LOCATIONS = """
-query Locations {
-  workspaceOrError {
-    __typename
-    ... on Workspace {
-      locationEntries {
-        name
-        loadStatus
-        locationOrLoadError {
-          __typename
-          ... on PythonError { message }
-        }
-      }
-    }
-  }
-}
-"""
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = check()
-        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
-            found = None
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f} s"
-        time.sleep(0.5)
-
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The webserver's base URL and the runs folder its runs write to (nothing is prepared)."""
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DagsterUI, Path]]:
+    """The webserver and the runs folder its runs write to (nothing is prepared)."""
     import dagster as dg
 
     from orchestration.sensors import sync_suite
@@ -135,39 +105,29 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
         paths = Paths.from_env(env)
         sync_suite(instance, SuiteFile(SUITE), scan_specs(paths).keys[SUITE])
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = (tmp / "webserver.log").open("w+b")
+    ui = DagsterUI(f"http://127.0.0.1:{port}", home, tmp / "webserver.log")
     exe = shutil.which("dagster-webserver", path=str(BIN)) or str(BIN / "dagster-webserver")
-    proc = subprocess.Popen(
-        [exe, "-m", MODULE, "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: the code server and run workers go too
-    )
+    with ui.log.open("wb") as log:
+        proc = subprocess.Popen(
+            [exe, "-m", MODULE, "-h", "127.0.0.1", "-p", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group: the code server and run workers go too
+        )
     try:
-
-        def loaded() -> bool:
-            assert proc.poll() is None, f"webserver exited with {proc.returncode}"
-            data = graphql(base, LOCATIONS)["workspaceOrError"]
-            assert data["__typename"] == "Workspace", data
-            entries = data["locationEntries"]
-            return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
-
         try:
-            wait_for("loaded code location", loaded)
-        except AssertionError:
-            log.seek(0)
-            raise AssertionError(log.read()[-4000:].decode()) from None
-        yield base, tmp / "runs"
+            wait_until_loaded(ui, proc, TIMEOUT)
+        except DagsterUIError as error:
+            raise DagsterUIError(f"{error}:\n{ui.log_tail(4000)}") from None
+        yield ui, tmp / "runs"
     finally:
         stop(proc)
-        log.close()
 
 
-def test_ui_serves_the_benchmark_assets(ui: tuple[str, Path]) -> None:
-    webserver, _ = ui
+def test_ui_serves_the_benchmark_assets(ui: tuple[DagsterUI, Path]) -> None:
+    webserver = ui[0].base
     (entry,) = graphql(webserver, LOCATIONS)["workspaceOrError"]["locationEntries"]
     assert entry["name"] == MODULE
     location = entry["locationOrLoadError"]
@@ -263,20 +223,13 @@ def launch(base: str) -> str:
 
 
 def test_an_unprepared_setting_fails_its_run_naming_the_partition_to_materialize(
-    ui: tuple[str, Path],
+    ui: tuple[DagsterUI, Path],
 ) -> None:
-    base, runs_dir = ui
+    server, runs_dir = ui
+    base = server.base
     run_id = launch(base)
 
-    def finished() -> str | None:
-        run = graphql(
-            base,
-            "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
-            {"id": run_id},
-        )["runOrError"]
-        return run["status"] if run["status"] in ("SUCCESS", "FAILURE", "CANCELED") else None
-
-    assert wait_for("finished run", finished) == "FAILURE"
+    assert server.wait_for_run(run_id, TIMEOUT)["status"] == "FAILURE"
     assert list(runs_dir.rglob(RECORD_FILE)) == [], "a refused run records no attempt"
     assert not runs_dir.exists() or not any(runs_dir.rglob("*__a00")), "nor starts one"
 
