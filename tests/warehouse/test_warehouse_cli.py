@@ -141,23 +141,6 @@ def test_example_queries_on_raw_run(env, name):
         assert "missing ids" in result.output
 
 
-# integration: a real dbt build through the CLI, into the repository's dbt_project/target
-# (`tmlbench warehouse build` has no other): one writer of it at a time (tests/README.md)
-@pytest.mark.integration
-@pytest.mark.xdist_group("dbt_project_target")
-def test_warehouse_build_loads_and_builds_marts_the_example_queries_read(env):
-    """The real dbt build behind `tmlbench warehouse build`, then the mart example queries."""
-    result = invoke(env, "warehouse", "build")  # N = the suite file's attempts: 1
-    assert result.exit_code == 0, result.output
-    assert "4 new" in result.output and "marts built in" in result.output
-    board = invoke(env, "sql", "--csv", "-f", str(QUERIES / "leaderboard.sql"))
-    assert board.exit_code == 0, board.output
-    # agent "a" has successes in every setting; "b" only an invalid submission: not ranked
-    assert [row[:3] for row in csv.reader(io.StringIO(board.output))][1:] == [["local", "1", "a"]]
-    scores = invoke(env, "sql", "--csv", "-f", str(QUERIES / "setting_scores.sql"))
-    assert scores.exit_code == 0 and ",a," in scores.output.replace("\n", ",")
-
-
 def table_rows(output: str) -> list[list[str]]:
     """The body rows of every rich table in ``output``, as lists of stripped cells."""
     lines = [line for line in output.splitlines() if line.startswith("│")]
@@ -165,19 +148,32 @@ def table_rows(output: str) -> list[list[str]]:
 
 
 # integration: a real dbt build through the CLI, into the repository's dbt_project/target
+# (`tmlbench warehouse build` has no other): one writer of it at a time (tests/README.md). One
+# build for what the example queries and the leaderboard command read (a build is ~25 s of CPU).
 @pytest.mark.integration
 @pytest.mark.xdist_group("dbt_project_target")
-def test_leaderboard_prints_the_suites_rows_of_the_marts(env):
-    """Agent c ran in suite demo's folder, a and b in suite local's: each suite's marts rank its
-    own agents, and the demo board shows c's rows only."""
+def test_warehouse_build_loads_and_builds_marts_the_example_queries_and_leaderboard_read(env):
+    """The real dbt build behind `tmlbench warehouse build`, then the mart example queries and
+    `tmlbench leaderboard`. Agent c ran in suite demo's folder, a and b in suite local's: each
+    suite's marts rank its own agents, and the demo board shows c's rows only."""
     runs = Path(env["TMLBENCH_RUNS_DIR"])
     write_suite(Path(env["TMLBENCH_SUITES_DIR"]), "demo", ["c"], runs_subdir="demo")
     write_suite(Path(env["TMLBENCH_SUITES_DIR"]), "tml-v1", ["c"], runs_subdir="tml-v1")  # idle
     for minute in range(2):
         record = rec(agent="c", minute=minute, score=0.75 + minute / 10, suite_id="demo")
         write(runs, record, sub="demo")
-    built = invoke(env, "warehouse", "build")
+    built = invoke(env, "warehouse", "build")  # N = the suite files' attempts: 1
     assert built.exit_code == 0, built.output
+    assert "6 new" in built.output and "marts built in" in built.output
+
+    board = invoke(env, "sql", "--csv", "-f", str(QUERIES / "leaderboard.sql"))
+    assert board.exit_code == 0, board.output
+    # agent "a" has successes in every setting; "b" only an invalid submission: not ranked
+    ranked = [row[:3] for row in csv.reader(io.StringIO(board.output))][1:]
+    assert ranked == [["demo", "1", "c"], ["local", "1", "a"]]
+    scores = invoke(env, "sql", "--csv", "-f", str(QUERIES / "setting_scores.sql"))
+    assert scores.exit_code == 0 and ",a," in scores.output.replace("\n", ",")
+
     board = invoke(env, "leaderboard", "--suite", "demo")
     assert board.exit_code == 0, board.output
     assert board.output.startswith("tmlbench leaderboard: ") and "(demo)" in board.output
