@@ -70,18 +70,27 @@ def ran(instance: dg.DagsterInstance, *settings: str) -> None:
         )
 
 
-def load(tiny, config: dict | None = None) -> dict:
-    """Materialize the raw load; the metadata and data version of raw/runs."""
-    from orchestration.assets.warehouse import RAW_KEYS, RAW_RUNS
+def load_raw(
+    defs: dg.Definitions, resources: dict, instance: dg.DagsterInstance, config: dict | None = None
+) -> dg.ExecuteInProcessResult:
+    """Materialize the raw load (the raw tables' one multi-asset) in this process."""
+    from orchestration.assets.warehouse import RAW_KEYS
 
-    _, resources, instance, defs = tiny
-    result = dg.materialize(
+    return dg.materialize(
         [*defs.assets, *defs.asset_checks],
         selection=dg.AssetSelection.assets(*RAW_KEYS),
         resources=resources,
         instance=instance,
         run_config={"ops": {"raw_warehouse": {"config": config or {}}}},
     )
+
+
+def load(tiny, config: dict | None = None) -> dict:
+    """Materialize the raw load; the metadata and data version of raw/runs."""
+    from orchestration.assets.warehouse import RAW_RUNS
+
+    _, resources, instance, defs = tiny
+    result = load_raw(defs, resources, instance, config)
     assert result.success
     (event,) = [
         e.materialization
@@ -273,13 +282,7 @@ def test_make_run_then_again_with_nothing_new_skips_dbt_and_the_snapshot(tmp_pat
     defs = build_defs([SuiteFile("one")], resources)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert marts_current(resources["warehouse"], instance)  # as the second run found them
-        loaded_new = dg.materialize(
-            [*defs.assets, *defs.asset_checks],
-            selection=dg.AssetSelection.assets(*RAW_KEYS),
-            resources=resources,
-            instance=instance,
-        )
-        assert loaded_new.success
+        assert load_raw(defs, resources, instance).success
         assert not marts_current(resources["warehouse"], instance), "the marts are behind"
     after = versions()
     assert after["raw/runs"] != before["raw/runs"] and after["raw/tasks"] == before["raw/tasks"]
@@ -291,7 +294,7 @@ def test_a_broken_agent_file_stops_only_the_suite_that_lists_it(tmp_path: Path, 
     it skipped), and only the suite listing the broken agent refuses to run, naming it."""
     import yaml
 
-    from orchestration.assets.warehouse import RAW_AGENTS, RAW_KEYS, RAW_RUNS
+    from orchestration.assets.warehouse import RAW_AGENTS, RAW_RUNS
     from orchestration.definitions import build_defs
     from orchestration.materialize import materialize_suite
     from orchestration.sensors import sync_suite
@@ -323,12 +326,7 @@ def test_a_broken_agent_file_stops_only_the_suite_that_lists_it(tmp_path: Path, 
 
         sync_suite(instance, SuiteFile("tiny"), scan_specs(bench.paths()).keys["tiny"])
         record_setting(bench, key("baseline-constant"))
-        result = dg.materialize(
-            [*defs.assets, *defs.asset_checks],
-            selection=dg.AssetSelection.assets(*RAW_KEYS),
-            resources=resources,
-            instance=instance,
-        )
+        result = load_raw(defs, resources, instance)
     assert result.success
     meta = {
         e.materialization.asset_key: {k: v.value for k, v in e.materialization.metadata.items()}
