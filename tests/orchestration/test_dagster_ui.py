@@ -8,8 +8,9 @@ coordinator launches runs at once (Dagster's default, the queued coordinator, wa
 daemon: there is none). The asset graph is read from the GraphQL API: the benchmark's assets are
 there, ``agent_runs`` has one partition per setting of the default suite, and every asset that
 writes the warehouse is in the ``duckdb`` pool. Then one ``demo/agent_runs`` partition is
-launched through the API as the Materialize button does (``launchRun`` of the asset job with the
-partition's tags), and the failed run's page is opened in chromium. The webserver's process
+launched through the API as the Materialize button does (``DagsterUI.materialize_partition``:
+the partition's tags and config from the job, then the launch), and the failed run's page is
+opened in chromium. The webserver's process
 group is always terminated.
 """
 
@@ -191,43 +192,12 @@ def test_ui_serves_the_benchmark_assets(ui: tuple[DagsterUI, Path]) -> None:
     assert f"{SUITE}_agent_runs" in runs["jobNames"]
 
 
-def launch(base: str) -> str:
-    """What the Materialize button does for one partition of ``demo/agent_runs``."""
-    params = {
-        "selector": {
-            "repositoryLocationName": MODULE,
-            "repositoryName": "__repository__",
-            "jobName": "__ASSET_JOB",
-            "assetSelection": [{"path": [SUITE, "agent_runs"]}],
-            "assetCheckSelection": [],
-        },
-        "runConfigData": {},
-        "executionMetadata": {
-            "tags": [
-                {"key": "dagster/partition", "value": PARTITION},
-                {"key": "dagster/partition/agent_budget", "value": AGENT_BUDGET},
-                {"key": "dagster/partition/task", "value": TASK},
-            ]
-        },
-    }
-    data = graphql(
-        base,
-        """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
-        ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
-        ... on RunConfigValidationInvalid { errors { message } }
-        ... on InvalidSubsetError { message } } }""",
-        {"p": params},
-    )["launchRun"]
-    assert data["__typename"] == "LaunchRunSuccess", data
-    return str(data["run"]["runId"])
-
-
 def test_an_unprepared_setting_fails_its_run_naming_the_partition_to_materialize(
     ui: tuple[DagsterUI, Path],
 ) -> None:
     server, runs_dir = ui
     base = server.base
-    run_id = launch(base)
+    run_id = server.materialize_partition([SUITE, "agent_runs"], PARTITION)
 
     assert server.wait_for_run(run_id, TIMEOUT)["status"] == "FAILURE"
     assert list(runs_dir.rglob(RECORD_FILE)) == [], "a refused run records no attempt"
