@@ -246,7 +246,9 @@ def wait_until_loaded(
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
-            raise DagsterUIError(f"{Path(str(proc.args[0])).name} exited with {proc.returncode}")
+            raise DagsterUIError(
+                f"the Dagster server (pid {proc.pid}) exited with {proc.returncode}"
+            )
         try:
             data = ui.graphql(LOCATIONS)["workspaceOrError"]
             entries = data.get("locationEntries") or []
