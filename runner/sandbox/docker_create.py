@@ -132,7 +132,9 @@ def create_args(
     a += ["--shm-size", str(tmp_size), "--log-driver", "none"]
     a += ["--mount", f"type=bind,source={workspace},target={WORKSPACE}"]
     a += ["--mount", f"type=bind,source={agent_dir},target={AGENT_DIR},readonly"]
-    etc = SYNTH_ETC.folder()  # instead of docker's own copies, named by their host paths
+    # Instead of docker's own copies, named by their host paths; bound like any read-only
+    # folder, so a harness in a container hands the engine a copy for this attempt only.
+    etc = shown(SYNTH_ETC.folder())
     for file in SYNTH_ETC.files:
         a += ["--mount", f"type=bind,source={etc / file},target=/etc/{file},readonly"]
     for bind in request.binds:

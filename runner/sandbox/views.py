@@ -77,7 +77,10 @@ def private_dir(prefix: str) -> Path:
 class SynthesizedFiles:
     """Small files the harness writes for every sandbox (e.g. /etc/passwd), kept on a tmpfs.
 
-    Made once per process (and again if someone removed them), removed at exit.
+    Made once per process (and again if someone removed them), removed at exit. Always on
+    this process's own tmpfs, never in the shared folder: removal at exit is best effort (a
+    killed harness skips it), and a harness in a container stages what the engine must see
+    per attempt instead (runner/sandbox/docker_in_container.py), removed when it ends.
     """
 
     def __init__(self, prefix: str, files: dict[str, str]):
@@ -89,7 +92,7 @@ class SynthesizedFiles:
         with self._lock:
             folder = self._folder
             if folder is None or not all((folder / n).is_file() for n in self.files):
-                folder = private_dir(self.prefix)
+                folder = Path(tempfile.mkdtemp(prefix=self.prefix, dir=tmpfs_dir()))
                 folder.chmod(0o755)
                 for name, text in self.files.items():
                     (folder / name).write_text(text)

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from runner.errors import HarnessError
-from runner.sandbox import DockerSandbox, docker_engine, docker_in_container
+from runner.sandbox import DockerSandbox, SandboxLimits, docker_engine, docker_in_container
+from runner.sandbox.docker_create import SYNTH_ETC
 from runner.sandbox.views import SHARED_DIR_ENV, private_dir, shared_dir
-from tests.support.sandbox_attempts import containers
+from tests.support.sandbox_attempts import Attempt, containers
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(180)]
 
@@ -56,6 +57,25 @@ def test_read_only_folders_are_copied_readable_and_removed(tmp_path: Path):
     assert not (shared / "tmlbench-x-ro").exists()
     with docker_in_container.Staging(None, "tmlbench-y") as staging:
         assert staging.visible(code) == code  # a harness on the host binds folders as they are
+
+
+def test_an_attempt_leaves_nothing_in_the_shared_folder_when_it_ends(
+    docker: DockerSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Everything the engine had to see (the agent's code, the /etc files) is a per-attempt
+    copy, removed when the attempt ends: never left for the harness's exit, which comes after
+    its run is reported done, or never when it is killed."""
+    shared = tmp_path / "shared"
+    monkeypatch.setenv(SHARED_DIR_ENV, str(shared))
+    att = Attempt(tmp_path / "run", docker)
+    command = ["/bin/sh", "-c", "cat /etc/hostname /etc/resolv.conf"]
+    res = docker.run(att.request(command, SandboxLimits(wall_seconds=30)))
+    assert res.exit_code == 0, att.stderr()
+    assert att.stdout() == "sandbox\n# no network in the sandbox\n"
+    copied = [n for n in res.notes if "copied to" in n]
+    assert any(str(SYNTH_ETC.folder()) in n for n in copied), res.notes
+    assert all(str(shared) in n for n in copied), res.notes
+    assert shared.is_dir() and not list(shared.iterdir())
 
 
 def test_engine_paths_check_passes_for_folders_the_engine_sees(
