@@ -1,7 +1,8 @@
 """`make test`'s pytest-xdist rules hold (tests/README.md, "Running in parallel"): small sessions
 of generated tests, run on two workers as `make test` runs the suite, keep every test of an
 ``xdist_group`` on one worker, build a ``shared_session_dir`` once for both workers, and run the
-``exclusive`` tests one after another with nothing beside them.
+``exclusive`` tests one after another with nothing beside them but light tests at the lowest
+CPU priority.
 
 Both failed silently once: under pytest 9.2, pytest-xdist 3.8's loadgroup stopped grouping with no
 error (pytest-xdist issue 1386), and a whole suite went green with its groups ignored.
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import REPO_ROOT
+from tests.support.workers import LIGHT_NICENESS
 
 # integration: a pytest session with two xdist workers in a subprocess
 pytestmark = pytest.mark.integration
@@ -50,10 +52,10 @@ def shared(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def where(request):
     (OUT / request.node.name).write_text(os.environ["PYTEST_XDIST_WORKER"])
-    start = time.time()
+    start, nice = time.time(), os.getpriority(os.PRIO_PROCESS, 0)
     yield
     with open(OUT / "spans", "a") as spans:  # when each test ran, inside its share of the machine
-        spans.write(f"{request.node.name} {start} {time.time()}\\n")
+        spans.write(f"{request.node.name} {start} {time.time()} {nice}\\n")
 """
 
 GROUPED = """
@@ -78,6 +80,31 @@ def test_loose(i, shared):
     time.sleep(0.05)
 """
 
+
+ORDINARY = """
+import time
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_ordinary(i):
+    time.sleep(0.3)
+"""
+
+LIGHT = """
+import time
+
+
+def test_light_first():
+    time.sleep(0.6)  # on the light worker while the other waits for it to take the machine
+
+
+def test_light():
+    for _ in range(12):  # beside the exclusive tests, at the lowest priority
+        time.sleep(0.1)
+"""
 
 ALONE = """
 import time
@@ -123,24 +150,36 @@ def test_groups_stay_on_one_worker_and_a_shared_folder_is_built_once(tmp_path: P
     assert len((out / "builds").read_text().splitlines()) == 1
 
 
-def test_exclusive_tests_run_one_after_another_with_nothing_beside_them(tmp_path: Path):
+def _spans(out: Path) -> dict[str, tuple[float, float, int]]:
+    """Test name → (start, end, niceness) of each test the generated session ran."""
+    lines = (out / "spans").read_text().splitlines()
+    return {name: (float(a), float(b), int(nice)) for name, a, b, nice in map(str.split, lines)}
+
+
+def test_exclusive_tests_run_one_after_another_with_only_light_tests_beside_them(tmp_path: Path):
     """Two modules of exclusive tests become one group on one worker, which keeps the machine
-    from the first of them to the last: the other worker's loose tests (queued all along) start
-    neither between them nor beside them."""
-    modules = {"test_alone_a.py": ALONE, "test_loose.py": LOOSE.replace("0.05", "0.3")}
+    from the first of them to the last: the other worker's ordinary tests (queued all along)
+    start neither between them nor beside them. Its light tests (no heavy marker) do, at the
+    lowest CPU priority, and at their own priority again once the machine is free."""
+    modules = {"test_alone_a.py": ALONE, "test_ordinary.py": ORDINARY, "test_light.py": LIGHT}
     modules["test_alone_b.py"] = ALONE.replace("test_alone(", "test_also_alone(")
     out = _run_session(tmp_path, modules)
 
     alone = [p for p in out.iterdir() if p.name.startswith(("test_alone", "test_also_alone"))]
     assert len(alone) == 6 and len({p.read_text() for p in alone}) == 1
-    spans = {
-        name: (float(start), float(end))
-        for name, start, end in (line.split() for line in (out / "spans").read_text().splitlines())
-    }
-    first = min(start for name, (start, _) in spans.items() if "alone" in name)
-    last = max(end for name, (_, end) in spans.items() if "alone" in name)
-    loose = {name: span for name, span in spans.items() if name.startswith("test_loose")}
-    assert len(loose) == 6
-    assert all(end <= first or start >= last for start, end in loose.values()), (first, last, loose)
-    # the loose tests had to wait: some ran after the exclusive ones (not all before them)
-    assert any(start >= last for start, _ in loose.values()), (first, last, loose)
+    spans = _spans(out)
+    first = min(start for name, (start, _, _) in spans.items() if "alone" in name)
+    last = max(end for name, (_, end, _) in spans.items() if "alone" in name)
+    ordinary = {name: span for name, span in spans.items() if name.startswith("test_ordinary")}
+    assert len(ordinary) == 6
+    assert all(end <= first or start >= last for start, end, _ in ordinary.values()), spans
+    # the ordinary tests had to wait: some ran after the exclusive ones (not all before them)
+    assert any(start >= last for start, _, _ in ordinary.values()), (first, last, ordinary)
+
+    beside = {n: s for n, s in spans.items() if n.startswith("test_light") and s[1] > first}
+    if os.geteuid() == 0:  # a light test runs beside only where its priority comes back
+        assert beside["test_light"][2] == LIGHT_NICENESS, spans
+    else:
+        assert all(start >= last for start, _, _ in beside.values()), spans
+    # and after them, every test runs at the priority it had
+    assert all(nice == 0 for start, _, nice in spans.values() if start >= last), spans

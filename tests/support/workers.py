@@ -1,7 +1,8 @@
 """What the pytest-xdist workers of one test session share (`make test` runs pytest with
 ``-n 4``, tests/README.md): a folder built once for the whole session, and the machine, which a
-test marked ``exclusive`` has to itself. The two pytest hooks at the end share it out;
-tests/conftest.py imports them (a conftest's hooks are those of its module).
+test marked ``exclusive`` has to itself but for light tests at the lowest CPU priority. The two
+pytest hooks at the end share it out; tests/conftest.py imports them (a conftest's hooks are
+those of its module).
 
 Both live in the session's root temp folder: under xdist, the folder every worker's own
 ``tmp_path_factory.getbasetemp()`` sits in (``.../pytest-N/popen-gw0``); without xdist, the
@@ -11,6 +12,7 @@ session's own base temp. Never ``getbasetemp().parent`` alone: without xdist tha
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -61,21 +63,30 @@ def shared_session_dir(
 
 
 EXCLUSIVE_GROUP = "exclusive"
+LIGHT_GROUP = "light"
+# What `make test-unit` leaves out (pyproject.toml's markers): a test marked none of these starts
+# no sandbox, server, subprocess or dbt build, so it can share the cores with an exclusive one.
+HEAVY_MARKERS = ("sandbox", "integration", "slow", "exclusive")
+# The lowest CPU priority: beside a nice-0 test it gets 15/1024 of a core it wants too, and
+# whatever core that test leaves idle.
+LIGHT_NICENESS = 19
 
 
 class MachineShare:
     """This worker's share of the machine: shared by ordinary tests, whole for a test that must
     run alone, which waits until the tests running on other workers end and keeps new ones from
-    starting until it ends.
+    starting until it ends, except light tests at the lowest CPU priority.
 
     A reader–writer lock of two ``flock`` files in the session's root: the machine (shared or
-    exclusive) and a turnstile every test passes on its way in, holding it until it has its
-    share. A test that wants the machine alone waits for it inside the turnstile, so the other
-    workers cannot keep the machine busy forever by starting test after test: their next tests
-    queue behind it. Session fixtures are set up inside the hold (in their first test's setup),
-    so ``shared_session_dir``'s lock is only ever taken by a worker that holds its share
-    already: a worker waiting here holds no such lock, and none that another worker waits for
-    (no deadlock).
+    exclusive) and a turnstile every test passes on its way in. A test that wants the machine
+    alone waits for it inside the turnstile, so the other workers cannot keep the machine busy
+    forever by starting test after test: their next tests queue behind it. A test that wants a
+    share while an exclusive one has the machine leaves the turnstile and waits outside, so a
+    light test behind it can still get in, find the machine taken and run beside the exclusive
+    test, holding no share, at ``LIGHT_NICENESS`` (``take`` says so; the hook lowers and restores
+    the priority). Session fixtures are set up inside the hold (in their first test's setup),
+    or by a light test beside, which waits for nothing the exclusive test holds; so
+    ``shared_session_dir``'s lock is never taken by a worker that waits here (no deadlock).
 
     Each worker holds at most one share at a time. An exclusive share may be kept from one test
     to the next when both must run alone (``release(keep_alone=True)``): the exclusive tests are
@@ -87,25 +98,38 @@ class MachineShare:
         self._machine: IO[str] | None = None
         self._alone = False
 
-    def take(self, tmp_path_factory: pytest.TempPathFactory, alone: bool) -> None:
+    def take(
+        self, tmp_path_factory: pytest.TempPathFactory, alone: bool, light: bool = False
+    ) -> bool:
+        """Hold this test's share; True if it is light and runs beside an exclusive test
+        instead, holding none (only where its priority can be restored: as root)."""
         if not under_xdist():  # one process: every test already runs alone
-            return
+            return False
         if self._machine is not None:
             if alone and self._alone:  # kept from the exclusive test before
-                return
+                return False
             self.release()
         root = session_root(tmp_path_factory)
         machine = open(root / "machine.lock", "a")  # noqa: SIM115 (held across hook calls)
-        with open(root / "turnstile.lock", "a") as gate:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            try:
-                fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-            except BaseException:
-                machine.close()
-                raise
-            finally:
-                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            with open(root / "turnstile.lock", "a") as gate:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                try:
+                    shared = alone or _try_flock(machine, fcntl.LOCK_SH)
+                    if alone:  # the other workers drain; the turnstile keeps new tests out
+                        fcntl.flock(machine, fcntl.LOCK_EX)
+                finally:
+                    fcntl.flock(gate, fcntl.LOCK_UN)
+            if not shared:  # an exclusive test has the machine
+                if light and os.geteuid() == 0:
+                    machine.close()
+                    return True
+                fcntl.flock(machine, fcntl.LOCK_SH)
+        except BaseException:
+            machine.close()
+            raise
         self._machine, self._alone = machine, alone
+        return False
 
     def release(self, keep_alone: bool = False) -> None:
         """Give the share back; an exclusive one stays held when ``keep_alone``."""
@@ -118,29 +142,70 @@ class MachineShare:
 MACHINE = MachineShare()
 
 
+def _try_flock(file: IO[str], operation: int) -> bool:
+    try:
+        fcntl.flock(file, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def lowest_priority() -> Iterator[None]:
+    """Every thread of this process (and what they start meanwhile) at ``LIGHT_NICENESS``, then
+    back: on Linux a niceness is a thread's, and a new thread or process inherits its maker's."""
+
+    def renice(value: int) -> None:
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(ProcessLookupError):  # a thread that has just ended
+                os.setpriority(os.PRIO_PROCESS, int(tid), value)
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    renice(LIGHT_NICENESS)
+    try:
+        yield
+    finally:
+        renice(before)  # raising a priority needs root, which take() asked for
+
+
 def _alone(item: pytest.Item | None) -> bool:
     return item is not None and item.get_closest_marker("exclusive") is not None
+
+
+def _light(item: pytest.Item) -> bool:
+    """Marked none of ``HEAVY_MARKERS``, in no xdist group but the light tests' own."""
+    group = item.get_closest_marker("xdist_group")
+    if group is not None and group.args != (LIGHT_GROUP,):
+        return False
+    return not any(item.get_closest_marker(name) for name in HEAVY_MARKERS)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every ``exclusive`` test joins one xdist group, so they run one after another on one
-    worker and the others drain once for all of them (before xdist reads the groups)."""
-    for item in items:
-        if _alone(item):
-            item.add_marker(pytest.mark.xdist_group(EXCLUSIVE_GROUP))
+    worker and the others drain once for all of them; with them, the light tests join one group
+    too, one of the first work units xdist hands out (it starts the largest groups first), so
+    a worker has light tests to run beside the exclusive ones (before xdist reads the groups)."""
+    alone = [item for item in items if _alone(item)]
+    light = [item for item in items if _light(item)] if alone else []
+    for group, members in ((EXCLUSIVE_GROUP, alone), (LIGHT_GROUP, light)):
+        for item in members:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Each test holds a share of the machine from its setup to its teardown; one marked
-    ``exclusive`` holds all of it, and keeps it for the next when that one is exclusive too
-    (``MachineShare``). Outermost of the hook's wrappers (tryfirst), so the wait for a
-    share is not counted in pytest-timeout's limit of the test."""
+    ``exclusive`` holds all of it, and keeps it for the next when that one is exclusive too,
+    and a light test may run beside it at the lowest priority (``MachineShare``). Outermost of
+    the hook's wrappers (tryfirst), so the wait for a share is not counted in pytest-timeout's
+    limit of the test."""
     # pytest's own TempPathFactory (config._tmp_path_factory, what the tmp_path_factory
     # fixture returns): a hook has no fixtures.
-    MACHINE.take(item.config._tmp_path_factory, _alone(item))  # type: ignore[attr-defined]
+    factory = item.config._tmp_path_factory  # type: ignore[attr-defined]
+    beside = MACHINE.take(factory, _alone(item), _light(item))
     try:
-        yield
+        with lowest_priority() if beside else contextlib.nullcontext():
+            yield
     finally:
         MACHINE.release(keep_alone=_alone(nextitem))
