@@ -13,12 +13,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runner.config import REPO_ROOT
-from tests.support.workers import LIGHT_NICENESS
+from tests.support import workers
+from tests.support.workers import LIGHT_NICENESS, MachineShare
 
 # integration: a pytest session with two xdist workers in a subprocess
 pytestmark = pytest.mark.integration
@@ -27,6 +31,7 @@ CONFTEST = """
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +188,60 @@ def test_exclusive_tests_run_one_after_another_with_only_light_tests_beside_them
         assert all(start >= last for start, _, _ in beside.values()), spans
     # and after them, every test runs at the priority it had
     assert all(nice == 0 for start, _, nice in spans.values() if start >= last), spans
+
+
+class _Worker:
+    """What ``MachineShare.take`` reads of pytest's TempPathFactory: a worker's base temp."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def getbasetemp(self) -> Path:
+        return self.root / "gw0"
+
+
+def _light_take(share: MachineShare, factory: Any) -> bool:
+    """``take`` of a light test, which must not wait: True if it runs beside."""
+    result: list[bool] = []
+    taker = threading.Thread(target=lambda: result.append(share.take(factory, False, True)))
+    taker.start()
+    taker.join(5)
+    assert result, "a light test waited for a share"
+    return result[0]
+
+
+def test_light_tests_run_beside_an_exclusive_test_while_it_waits_and_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Four workers' shares in one process (a flock is an open file's, so they contend): an
+    exclusive test waits for the ordinary one running, a light test runs beside it meanwhile
+    and while it runs, and an ordinary test waits until it ends."""
+    assert os.geteuid() == 0, "as root only a light test runs beside (make test runs as root)"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    factory: Any = _Worker(tmp_path)
+    ordinary, exclusive, light, late = (MachineShare() for _ in range(4))
+
+    assert ordinary.take(factory, alone=False) is False
+    wants = threading.Thread(target=exclusive.take, args=(factory, True))
+    wants.start()
+    deadline = time.monotonic() + 10
+    while not workers._is_locked(tmp_path / "alone.lock"):
+        assert time.monotonic() < deadline, "the exclusive test never said it waits"
+        time.sleep(0.01)
+    assert _light_take(light, factory) is True  # beside, while it waits
+    assert wants.is_alive()  # still waiting: for the ordinary test, never for the light one
+    ordinary.release()
+    wants.join(10)
+    assert not wants.is_alive()
+
+    assert _light_take(light, factory) is True  # beside, while it runs
+    queued = threading.Thread(target=late.take, args=(factory, False))
+    queued.start()
+    queued.join(0.5)
+    assert queued.is_alive()  # an ordinary test waits...
+    exclusive.release()
+    queued.join(10)
+    assert not queued.is_alive()  # ...until the machine is free
+    assert _light_take(light, factory) is False  # and then takes a share
+    late.release()
+    light.release()

@@ -77,15 +77,18 @@ class MachineShare:
     run alone, which waits until the tests running on other workers end and keeps new ones from
     starting until it ends, except light tests at the lowest CPU priority.
 
-    A reader–writer lock of two ``flock`` files in the session's root: the machine (shared or
+    A reader–writer lock of ``flock`` files in the session's root: the machine (shared or
     exclusive) and a turnstile every test passes on its way in. A test that wants the machine
     alone waits for it inside the turnstile, so the other workers cannot keep the machine busy
     forever by starting test after test: their next tests queue behind it. A test that wants a
-    share while an exclusive one has the machine leaves the turnstile and waits outside, so a
-    light test behind it can still get in, find the machine taken and run beside the exclusive
-    test, holding no share, at ``LIGHT_NICENESS`` (``take`` says so; the hook lowers and restores
-    the priority). Session fixtures are set up inside the hold (in their first test's setup),
-    or by a light test beside, which waits for nothing the exclusive test holds; so
+    share while an exclusive one has the machine leaves the turnstile and waits outside.
+
+    A light test takes no share at all while an exclusive test has the machine or waits for it
+    (it says so in a third file, ``alone.lock``, before it queues): it runs beside, at
+    ``LIGHT_NICENESS`` (``take`` says so; the hook lowers and restores the priority), so the
+    cores the exclusive test leaves idle, and those the others leave while they drain, do its
+    work. Session fixtures are set up inside the hold (in their first test's setup), or by a
+    light test beside, which waits for nothing the exclusive test holds; so
     ``shared_session_dir``'s lock is never taken by a worker that waits here (no deadlock).
 
     Each worker holds at most one share at a time. An exclusive share may be kept from one test
@@ -95,7 +98,7 @@ class MachineShare:
     """
 
     def __init__(self) -> None:
-        self._machine: IO[str] | None = None
+        self._held: list[IO[str]] = []  # the machine's lock file; an exclusive share's wish too
         self._alone = False
 
     def take(
@@ -105,13 +108,21 @@ class MachineShare:
         instead, holding none (only where its priority can be restored: as root)."""
         if not under_xdist():  # one process: every test already runs alone
             return False
-        if self._machine is not None:
+        if self._held:
             if alone and self._alone:  # kept from the exclusive test before
                 return False
             self.release()
         root = session_root(tmp_path_factory)
-        machine = open(root / "machine.lock", "a")  # noqa: SIM115 (held across hook calls)
+        beside = light and os.geteuid() == 0
+        if beside and _is_locked(root / "alone.lock"):
+            return True
+        held: list[IO[str]] = []
         try:
+            if alone:  # first, so that light tests stop taking shares it would wait for
+                held.append(_open_lock(root / "alone.lock"))
+                fcntl.flock(held[-1], fcntl.LOCK_EX)
+            machine = _open_lock(root / "machine.lock")
+            held.append(machine)
             with open(root / "turnstile.lock", "a") as gate:
                 fcntl.flock(gate, fcntl.LOCK_EX)
                 try:
@@ -120,23 +131,38 @@ class MachineShare:
                         fcntl.flock(machine, fcntl.LOCK_EX)
                 finally:
                     fcntl.flock(gate, fcntl.LOCK_UN)
+            if not shared and beside:  # the exclusive test came after the look above
+                _close(held)
+                return True
             if not shared:  # an exclusive test has the machine
-                if light and os.geteuid() == 0:
-                    machine.close()
-                    return True
                 fcntl.flock(machine, fcntl.LOCK_SH)
         except BaseException:
-            machine.close()
+            _close(held)
             raise
-        self._machine, self._alone = machine, alone
+        self._held, self._alone = held, alone
         return False
 
     def release(self, keep_alone: bool = False) -> None:
         """Give the share back; an exclusive one stays held when ``keep_alone``."""
-        if self._machine is None or (keep_alone and self._alone):
+        if not self._held or (keep_alone and self._alone):
             return
-        self._machine.close()  # closing the file releases its flock
-        self._machine, self._alone = None, False
+        _close(self._held)  # closing a file releases its flock
+        self._held, self._alone = [], False
+
+
+def _open_lock(path: Path) -> IO[str]:
+    return open(path, "a")  # held across hook calls, closed by release()
+
+
+def _close(files: list[IO[str]]) -> None:
+    for file in reversed(files):
+        file.close()
+
+
+def _is_locked(path: Path) -> bool:
+    """Whether a worker holds ``path``'s flock exclusively."""
+    with open(path, "a") as file:
+        return not _try_flock(file, fcntl.LOCK_SH)
 
 
 MACHINE = MachineShare()
