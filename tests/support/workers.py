@@ -67,8 +67,8 @@ LIGHT_GROUP = "light"
 # What `make test-unit` leaves out (pyproject.toml's markers): a test marked none of these starts
 # no sandbox, server, subprocess or dbt build, so it can share the cores with an exclusive one.
 HEAVY_MARKERS = ("sandbox", "integration", "slow", "exclusive")
-# The lowest CPU priority: beside a nice-0 test it gets 15/1024 of a core it wants too, and
-# whatever core that test leaves idle.
+# The lowest CPU priority: on a core a nice-0 thread wants too it gets ~1.5 % of the time (CFS
+# weights 15 and 1024); a core nobody else wants is all its own.
 LIGHT_NICENESS = 19
 
 
@@ -159,6 +159,14 @@ def _close(files: list[IO[str]]) -> None:
         file.close()
 
 
+def _try_flock(file: IO[str], operation: int) -> bool:
+    try:
+        fcntl.flock(file, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 def _is_locked(path: Path) -> bool:
     """Whether a worker holds ``path``'s flock exclusively."""
     with open(path, "a") as file:
@@ -166,14 +174,6 @@ def _is_locked(path: Path) -> bool:
 
 
 MACHINE = MachineShare()
-
-
-def _try_flock(file: IO[str], operation: int) -> bool:
-    try:
-        fcntl.flock(file, operation | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 @contextlib.contextmanager
