@@ -124,7 +124,7 @@ def test_alone(i):
 """
 
 
-def _run_session(tmp_path: Path, modules: dict[str, str]) -> Path:
+def _run_session(tmp_path: Path, modules: dict[str, str], *args: str) -> Path:
     """Run the generated modules (with CONFTEST) on two workers; the folder they wrote to."""
     session, out = tmp_path / "session", tmp_path / "out"
     session.mkdir()
@@ -135,7 +135,8 @@ def _run_session(tmp_path: Path, modules: dict[str, str]) -> Path:
     env = {**os.environ, "PARALLEL_OUT": str(out), "PYTHONPATH": str(REPO_ROOT)}
     env.pop("PYTEST_XDIST_WORKER", None)  # this test may itself run on a worker
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
-    command += ["--dist", "loadgroup", "--basetemp", str(tmp_path / "basetemp"), str(session)]
+    command += ["--dist", "loadgroup", "--basetemp", str(tmp_path / "basetemp"), *args]
+    command.append(str(session))
     result = subprocess.run(
         command, cwd=session, env=env, capture_output=True, text=True, timeout=300, check=False
     )
@@ -245,3 +246,12 @@ def test_light_tests_run_beside_an_exclusive_test_while_it_waits_and_while_it_ru
     assert _light_take(light, factory) is False  # and then takes a share
     late.release()
     light.release()
+
+
+def test_a_selection_without_exclusive_tests_spreads_the_light_ones(tmp_path: Path):
+    """``-m`` deselects after the light tests are grouped: ``make test-unit`` (no exclusive
+    test left) must not run on one worker."""
+    modules = {"test_alone.py": ALONE, "test_loose.py": LOOSE.replace("0.05", "0.3")}
+    out = _run_session(tmp_path, modules, "-m", "not exclusive")
+    assert not list(out.glob("test_alone*"))
+    assert len({p.read_text() for p in out.glob("test_loose*")}) == 2  # both workers ran some

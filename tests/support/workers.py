@@ -207,13 +207,18 @@ def _light(item: pytest.Item) -> bool:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every ``exclusive`` test joins one xdist group, so they run one after another on one
     worker and the others drain once for all of them; with them, the light tests join one group
     too, one of the first work units xdist hands out (it starts the largest groups first), so
-    a worker has light tests to run beside the exclusive ones (before xdist reads the groups)."""
+    a worker has light tests to run beside the exclusive ones (before xdist reads the groups).
+
+    Not in a session that selects with ``-m`` or ``-k``: they deselect after this hook, and
+    when they drop every exclusive test (``make test-unit``) a light group would only put the
+    whole session on one worker."""
     alone = [item for item in items if _alone(item)]
-    light = [item for item in items if _light(item)] if alone else []
+    selecting = config.getoption("markexpr") or config.getoption("keyword")
+    light = [item for item in items if _light(item)] if alone and not selecting else []
     for group, members in ((EXCLUSIVE_GROUP, alone), (LIGHT_GROUP, light)):
         for item in members:
             item.add_marker(pytest.mark.xdist_group(group))
