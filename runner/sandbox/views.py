@@ -63,7 +63,7 @@ def tmpfs_dir() -> str | None:
 
 
 def private_dir(prefix: str) -> Path:
-    """A new 0700 folder for what the harness shares with one sandbox (sockets, /etc files).
+    """A new 0700 folder for what the harness shares with one sandbox (its control sockets).
 
     On a tmpfs (its mount line names no host path), or in the shared folder of a harness
     whose docker sandboxes are started by an engine outside its container.

@@ -10,8 +10,7 @@ there, ``agent_runs`` has one partition per setting of the default suite, and ev
 writes the warehouse is in the ``duckdb`` pool. Then one ``demo/agent_runs`` partition is
 launched through the API as the Materialize button does (``DagsterUI.materialize_partition``:
 the partition's tags and config from the job, then the launch), and the failed run's page is
-opened in chromium. The webserver's process
-group is always terminated.
+opened in chromium. The webserver's process group is always terminated.
 """
 
 from __future__ import annotations
