@@ -31,7 +31,6 @@ CONFTEST = """
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -182,11 +181,18 @@ def test_exclusive_tests_run_one_after_another_with_only_light_tests_beside_them
     # the ordinary tests had to wait: some ran after the exclusive ones (not all before them)
     assert any(start >= last for start, _, _ in ordinary.values()), (first, last, ordinary)
 
-    beside = {n: s for n, s in spans.items() if n.startswith("test_light") and s[1] > first}
+    # A light test that overlapped them ran at the lowest priority (as root; else none did).
+    # Whether one overlaps depends on when each worker got going, which a loaded host decides:
+    # that a light test does run beside, waiting and running, the in-process test below shows.
+    beside = [
+        nice
+        for name, (start, end, nice) in spans.items()
+        if name.startswith("test_light") and start < last and end > first
+    ]
     if os.geteuid() == 0:  # a light test runs beside only where its priority comes back
-        assert beside["test_light"][2] == LIGHT_NICENESS, spans
+        assert all(nice == LIGHT_NICENESS for nice in beside), spans
     else:
-        assert all(start >= last for start, _, _ in beside.values()), spans
+        assert not beside, spans
     # and after them, every test runs at the priority it had
     assert all(nice == 0 for start, _, nice in spans.values() if start >= last), spans
 
