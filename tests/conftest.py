@@ -16,13 +16,22 @@ from tests.support.prepared_tasks import make_paths
 from tests.support.workers import (  # noqa: F401
     pytest_collection_modifyitems,
     pytest_runtest_protocol,
+    session_root,
     shared_session_dir,
 )
 from tools.dashboard_snapshot import build_snapshot
+from tools.dbt_in_process import share_parses_in
 from warehouse.db import apply_ddl, connect
 from warehouse.snapshot import snapshot_path
 
 SMALL_ROWS = 600
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_dbt_parse_per_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The workers' in-process dbt builds share each manifest they parse (tools/dbt_in_process.py):
+    one parse per set of project vars for the session, not one per worker."""
+    share_parses_in(session_root(tmp_path_factory) / "dbt-manifests")
 
 
 @pytest.fixture(scope="session")

@@ -1604,6 +1604,24 @@ def test_the_solving_command_never_prints_its_marker_as_source() -> None:
     assert task_solver(python="/x/python").command == solve_command("/x/python")
 
 
+@pytest.mark.parametrize("has_sklearn", [True, False])
+def test_the_solving_command_keeps_an_interpreter_with_sklearn_else_the_venvs(
+    has_sklearn: bool, tmp_path: Path
+) -> None:
+    # Only the choice runs (the command's first line), as a login shell with another PATH would.
+    # Without site-packages (-S), this interpreter has no scikit-learn.
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {"" if has_sklearn else "-S"} "$@"\n')
+    python.chmod(0o755)
+    choice = solve_command(str(python)).splitlines()[0]
+    env = {"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": str(tmp_path / "venv")}
+    shown = subprocess.run(
+        ["bash", "-c", f'{choice}\nprintf %s "$py"'], env=env, capture_output=True, text=True
+    )
+    chosen = str(python) if has_sklearn else f"{tmp_path}/venv/bin/python"
+    assert shown.stdout == chosen, shown
+
+
 # integration: a whole attempt of the scripted scientist on a prepared twin
 @pytest.mark.integration
 @pytest.mark.timeout(300)
