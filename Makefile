@@ -186,6 +186,7 @@ bench: install
 	$(RUN) python benchmarks/duplicate_submissions.py
 	$(RUN) python benchmarks/docker_deployment.py
 	$(RUN) python benchmarks/ui_loop.py
+	$(RUN) python benchmarks/ui_idle.py
 
 clean:
 	rm -rf .venv data runs .pytest_cache .ruff_cache

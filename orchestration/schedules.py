@@ -61,7 +61,8 @@ def build_automation(
 # How often the automation conditions are evaluated. A finished setting waits up to this long for
 # the tick that requests its load; that run then takes 20-30 s on a busy 2-core host (a run
 # worker starting, the load, the dbt build, the snapshot). A tick over the shipped suites takes
-# ~1.5 s there (benchmarks/ui_loop.py): a 5 s interval keeps the wait short at that cost.
+# ~1.5 s there (benchmarks/ui_loop.py): a 5 s interval keeps the wait short at that cost. An idle
+# UI pays it too: ~0.45 s of CPU a tick, ~9 % of a core while `make ui` runs (benchmarks/ui_idle.py).
 AUTOMATION_INTERVAL_SECONDS = 5
 
 
