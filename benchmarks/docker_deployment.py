@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from machine import describe_machine
 
 from runner.config import REPO_ROOT
+from tools.dagster_ui import AUTOMATION_SENSOR
 from tools.docker_stack import (
-    AUTOMATION_SENSOR,
     DOCKER_DIR,
     SRV,
     DagsterApi,

@@ -21,7 +21,6 @@ import os
 import sys
 import tempfile
 import time
-import urllib.error
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,13 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from machine import describe_machine
 
 from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS
-from tools.dagster_ui import DagsterUI, dagster_env, running_dagster
+from tools.dagster_ui import AUTOMATION_SENSOR, dagster_env, running_dagster
 
-AUTOMATION = {
-    "repositoryLocationName": "orchestration.definitions",
-    "repositoryName": "__repository__",
-    "sensorName": "rebuild_warehouse_on_new_runs",
-}
 SETTLE = 30.0  # seconds after loading: the daemon's first ticks write the sensors' states
 KINDS = [  # a part of `dagster dev`, by what its command line runs
     ("daemon", "dagster._daemon"),
@@ -78,22 +72,6 @@ def used_over(home: Path, window: float) -> dict[str, float]:
     return dict(used)
 
 
-def stop_automation(ui: DagsterUI) -> None:
-    query = "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ...on Sensor {id} } }"
-    sensor_id = ui.graphql(query, {"s": AUTOMATION})["sensorOrError"]["id"]
-    stop = "mutation($id: String) { stopSensor(id: $id) { __typename } }"
-    for _ in range(5):  # the daemon may be writing the sensor's state: Dagster then answers 500
-        try:
-            stopped = ui.graphql(stop, {"id": sensor_id})["stopSensor"]["__typename"]
-            break
-        except urllib.error.HTTPError:
-            time.sleep(2)
-    else:
-        raise SystemExit("the automation sensor would not stop")
-    if stopped != "StopSensorMutationResult":
-        raise SystemExit(f"stopping the automation sensor: {stopped}")
-
-
 def show(label: str, used: dict[str, float], window: float) -> float:
     total = sum(used.values())
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(used.items(), key=lambda kv: -kv[1]))
@@ -113,7 +91,7 @@ def main() -> None:
     ):
         time.sleep(SETTLE)
         on = show("idle, automation on", used_over(ui.home, args.window), args.window)
-        stop_automation(ui)
+        ui.stop_sensor(AUTOMATION_SENSOR)
         time.sleep(2 * AUTOMATION_INTERVAL_SECONDS)  # a tick under way ends
         off = show("idle, automation off", used_over(ui.home, args.window), args.window)
     ticks = args.window / AUTOMATION_INTERVAL_SECONDS

@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ MODULE = "orchestration.definitions"
 BIN = Path(sys.executable).parent
 STARTUP_TIMEOUT = 120.0
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+AUTOMATION_SENSOR = "rebuild_warehouse_on_new_runs"  # orchestration/schedules.py
 
 ASSET_NODE = """
 query AssetNode($keys: [AssetKeyInput!]!) {
@@ -116,6 +117,39 @@ def graphql(base: str, query: str, variables: Mapping[str, object] | None = None
     return data
 
 
+def stop_sensor(
+    graphql: Callable[[str, dict[str, Any]], dict[str, Any]],
+    location: str,
+    name: str,
+    busy: type[Exception],
+) -> None:
+    """Stop sensor ``name`` of code location ``location`` as its toggle in the UI does, through
+    ``graphql`` (a webserver's GraphQL, raising ``busy`` when it answers 500)."""
+    selector = {"repositoryLocationName": location, "repositoryName": "__repository__"}
+    sensor = graphql(
+        "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s)"
+        " { __typename ... on Sensor { id } } }",
+        {"s": {**selector, "sensorName": name}},
+    )["sensorOrError"]
+    if sensor["__typename"] != "Sensor":
+        raise RuntimeError(f"no sensor {name}: {sensor}")
+    # The daemon may be writing the sensor's first state at that moment (it ticks every few
+    # seconds): Dagster then answers 500 to the stop, which can simply be asked again.
+    for attempt in range(5):
+        try:
+            stopped = graphql(
+                "mutation($id: String) { stopSensor(id: $id) { __typename } }",
+                {"id": sensor["id"]},
+            )["stopSensor"]
+            break
+        except busy:
+            if attempt == 4:
+                raise
+            time.sleep(2)
+    if stopped["__typename"] != "StopSensorMutationResult":
+        raise RuntimeError(f"stopping {name} failed: {stopped}")
+
+
 @dataclass(frozen=True)
 class DagsterUI:
     base: str  # http://127.0.0.1:<port>
@@ -169,6 +203,9 @@ class DagsterUI:
         if launched["__typename"] != "LaunchRunSuccess":
             raise DagsterUIError(f"launch of {'/'.join(asset_key)} [{partition}]: {launched}")
         return str(launched["run"]["id"])
+
+    def stop_sensor(self, name: str) -> None:
+        stop_sensor(self.graphql, MODULE, name, busy=urllib.error.HTTPError)
 
     def run(self, run_id: str) -> dict[str, Any]:
         found: dict[str, Any] = self.graphql(RUN, {"id": run_id})["runOrError"]

@@ -31,6 +31,7 @@ from typing import Any
 
 from orchestration.partitions import settings_partition_key
 from runner.config import REPO_ROOT
+from tools.dagster_ui import stop_sensor
 
 DOCKER_DIR = REPO_ROOT / "orchestration" / "deployments" / "docker"
 COMPOSE_FILE = DOCKER_DIR / "docker-compose.yaml"
@@ -44,7 +45,6 @@ NETWORK = "tmlbench_dagster"
 VOLUMES = ("tmlbench_postgres", "tmlbench_dagster_home")
 LOCATION = "tmlbench"
 SUITE = "demo"  # suites/demo.yaml: its assets are demo/prepared_tasks and demo/agent_runs
-AUTOMATION_SENSOR = "rebuild_warehouse_on_new_runs"
 WAREHOUSE = SRV / "warehouse" / "tmlbench.duckdb"
 SNAPSHOT = SRV / "warehouse" / "tmlbench.snapshot.duckdb"
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
@@ -179,33 +179,7 @@ class DagsterApi:
     def stop_sensor(self, name: str) -> None:
         """Stop a sensor the definitions start by default (the warehouse's automation: the
         callers launch their warehouse runs themselves, and count every run)."""
-        selector = {
-            "repositoryLocationName": self.location,
-            "repositoryName": "__repository__",
-            "sensorName": name,
-        }
-        sensor = self.gql(
-            "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s)"
-            " { __typename ... on Sensor { id } } }",
-            {"s": selector},
-        )["sensorOrError"]
-        if sensor["__typename"] != "Sensor":
-            raise RuntimeError(f"no sensor {name}: {sensor}")
-        # The daemon may be writing the sensor's first state at that moment (it ticks every
-        # few seconds): Dagster then answers 500 to the stop, which can simply be asked again.
-        for attempt in range(5):
-            try:
-                stopped = self.gql(
-                    "mutation($id: String) { stopSensor(id: $id) { __typename } }",
-                    {"id": sensor["id"]},
-                )["stopSensor"]
-                break
-            except RuntimeError:
-                if attempt == 4:
-                    raise
-                time.sleep(2)
-        if stopped["__typename"] != "StopSensorMutationResult":
-            raise RuntimeError(f"stopping {name} failed: {stopped}")
+        stop_sensor(self.gql, self.location, name, busy=RuntimeError)
 
     def executable_assets(self) -> list[dict[str, Any]]:
         data = self.gql("{ assetNodes { assetKey { path } groupName isExecutable } }")

@@ -9,8 +9,9 @@ only it can see (the agent's code in its image, the /etc files on its tmpfs) int
 attempt, removed when the attempt ends (:class:`Staging`). Before the first attempt it checks
 that the engine sees the workspace's folder and the shared folder as it does
 (:func:`check_engine_paths`: a marker file read back by a probe container), since a bind of a
-same-named but different host folder would blame an empty workspace on the agent. The host's cgroup tree is not visible there: no cgroup parent is made,
-and the record notes that CPU time and peak memory are unknown.
+same-named but different host folder would blame an empty workspace on the agent. The host's
+cgroup tree is not visible there: no cgroup parent is made, and the record notes that CPU time
+and peak memory are unknown.
 """
 
 from __future__ import annotations

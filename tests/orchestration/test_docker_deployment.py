@@ -27,8 +27,8 @@ import duckdb
 import pytest
 
 from orchestration.assets.warehouse import RAW_KEYS
+from tools.dagster_ui import AUTOMATION_SENSOR
 from tools.docker_stack import (
-    AUTOMATION_SENSOR,
     SNAPSHOT,
     SRV,
     WAREHOUSE,
