@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import describe_machine
 
+from orchestration.schedules import AUTOMATION_SENSOR_NAME
 from runner.config import REPO_ROOT
-from tools.dagster_ui import AUTOMATION_SENSOR
 from tools.docker_stack import (
     DOCKER_DIR,
     SRV,
@@ -98,7 +98,7 @@ def step_start(api: DagsterApi, run_id: str, step: str) -> float | None:
 def prepare(api: DagsterApi) -> None:
     """The demo suite's partitions (the sensor's first tick), no automatic warehouse runs, the
     task prepared."""
-    api.stop_sensor(AUTOMATION_SENSOR)
+    api.stop_sensor(AUTOMATION_SENSOR_NAME)
     keys = [setting_tags(*s)["dagster/partition"] for s in LATENCY_SETTINGS]
     api.wait_for_partitions(AGENT_RUNS, keys)
     (run,) = api.wait([api.launch([suite_asset("prepared_tasks")], task_tags(TASK))])

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import describe_machine
 
-from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS
-from tools.dagster_ui import AUTOMATION_SENSOR, dagster_env, running_dagster
+from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS, AUTOMATION_SENSOR_NAME
+from tools.dagster_ui import dagster_env, running_dagster
 
 SETTLE = 30.0  # seconds after loading: the daemon's first ticks write the sensors' states
 KINDS = [  # a part of `dagster dev`, by what its command line runs
@@ -91,7 +91,7 @@ def main() -> None:
     ):
         time.sleep(SETTLE)
         on = show("idle, automation on", used_over(ui.home, args.window), args.window)
-        ui.stop_sensor(AUTOMATION_SENSOR)
+        ui.stop_sensor(AUTOMATION_SENSOR_NAME)
         time.sleep(2 * AUTOMATION_INTERVAL_SECONDS)  # a tick under way ends
         off = show("idle, automation off", used_over(ui.home, args.window), args.window)
     ticks = args.window / AUTOMATION_INTERVAL_SECONDS

@@ -40,11 +40,11 @@ import duckdb
 from machine import describe_machine
 
 from orchestration.partitions import settings_partition_key
-from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS
+from orchestration.schedules import AUTOMATION_INTERVAL_SECONDS, AUTOMATION_SENSOR_NAME
 from runner.attempts.records import load_records
 from runner.config import REPO_ROOT
 from runner.specs.registry import load_suite
-from tools.dagster_ui import DagsterUI, dagster_env, running_dagster
+from tools.dagster_ui import MODULE, DagsterUI, dagster_env, running_dagster
 
 SUITE, AGENT, BUDGET = "demo", "baseline-constant", 240
 TARGET = 30.0  # seconds
@@ -106,9 +106,9 @@ def snapshot_run(ui: DagsterUI) -> dict:
 
 def tick_seconds(ui: DagsterUI) -> list[float]:
     selector = {
-        "repositoryLocationName": "orchestration.definitions",
+        "repositoryLocationName": MODULE,
         "repositoryName": "__repository__",
-        "sensorName": "rebuild_warehouse_on_new_runs",
+        "sensorName": AUTOMATION_SENSOR_NAME,
     }
     found = ui.graphql(TICKS, {"selector": selector})["sensorOrError"]
     ticks = found["sensorState"]["ticks"] if found["__typename"] == "Sensor" else []

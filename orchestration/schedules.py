@@ -64,12 +64,13 @@ def build_automation(
 # ~1.5 s there (benchmarks/ui_loop.py): a 5 s interval keeps the wait short at that cost. An idle
 # UI pays it too: ~0.45 s of CPU a tick, ~9 % of a core while `make ui` runs (benchmarks/ui_idle.py).
 AUTOMATION_INTERVAL_SECONDS = 5
+AUTOMATION_SENSOR_NAME = "rebuild_warehouse_on_new_runs"
 
 
 def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
     """Evaluates the conditions: new agent runs → raw load → dbt models → snapshot → reports."""
     return dg.AutomationConditionSensorDefinition(
-        "rebuild_warehouse_on_new_runs",
+        AUTOMATION_SENSOR_NAME,
         target=dg.AssetSelection.all(),
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=AUTOMATION_INTERVAL_SECONDS,

@@ -32,7 +32,6 @@ MODULE = "orchestration.definitions"
 BIN = Path(sys.executable).parent
 STARTUP_TIMEOUT = 120.0
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
-AUTOMATION_SENSOR = "rebuild_warehouse_on_new_runs"  # orchestration/schedules.py
 
 ASSET_NODE = """
 query AssetNode($keys: [AssetKeyInput!]!) {
@@ -204,6 +203,19 @@ class DagsterUI:
             raise DagsterUIError(f"launch of {'/'.join(asset_key)} [{partition}]: {launched}")
         return str(launched["run"]["id"])
 
+    def locations_loaded(self) -> bool:
+        """Has every code location loaded? DagsterUIError if one failed to load."""
+        entries = self.graphql(LOCATIONS)["workspaceOrError"].get("locationEntries") or []
+        if not entries or any(entry["loadStatus"] != "LOADED" for entry in entries):
+            return False
+        for entry in entries:
+            location = entry["locationOrLoadError"]
+            if location["__typename"] != "RepositoryLocation":
+                raise DagsterUIError(
+                    f"code location {entry['name']} failed: {location.get('message')}"
+                )
+        return True
+
     def stop_sensor(self, name: str) -> None:
         stop_sensor(self.graphql, MODULE, name, busy=urllib.error.HTTPError)
 
@@ -287,13 +299,7 @@ def wait_until_loaded(
                 f"the Dagster server (pid {proc.pid}) exited with {proc.returncode}"
             )
         try:
-            data = ui.graphql(LOCATIONS)["workspaceOrError"]
-            entries = data.get("locationEntries") or []
-            if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                for entry in entries:
-                    location = entry["locationOrLoadError"]
-                    if location["__typename"] != "RepositoryLocation":
-                        raise DagsterUIError(f"code location failed: {location.get('message')}")
+            if ui.locations_loaded():
                 return
         except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
             pass

@@ -27,7 +27,7 @@ import duckdb
 import pytest
 
 from orchestration.assets.warehouse import RAW_KEYS
-from tools.dagster_ui import AUTOMATION_SENSOR
+from orchestration.schedules import AUTOMATION_SENSOR_NAME
 from tools.docker_stack import (
     SNAPSHOT,
     SRV,
@@ -73,7 +73,7 @@ def stack() -> Iterator[DockerStack]:
     try:
         timings["stack up"] = stack.up()
         # The test launches the warehouse runs itself, and counts every run.
-        stack.stop_sensor(AUTOMATION_SENSOR)
+        stack.stop_sensor(AUTOMATION_SENSOR_NAME)
         start = time.monotonic()
         stack.wait_for_partitions(suite_asset("agent_runs"), [SETTING["dagster/partition"]])
         timings["suite partitions (sensor tick)"] = time.monotonic() - start

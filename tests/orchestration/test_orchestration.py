@@ -420,7 +420,8 @@ def test_definitions_load_with_the_demo_suite(dbt_manifest):
     import dagster as dg
 
     from orchestration.definitions import defs
-    from orchestration.sensors import sync_suite
+    from orchestration.schedules import AUTOMATION_SENSOR_NAME
+    from orchestration.sensors import SENSOR_NAME, sync_suite
     from orchestration.suites import SuiteFile, scan_specs
 
     graph = defs.resolve_asset_graph()
@@ -443,8 +444,8 @@ def test_definitions_load_with_the_demo_suite(dbt_manifest):
     assert models.group_names_by_key[dg.AssetKey(["stg_raw__runs"])] == "staging"
     assert models.op.pool == "duckdb"
     assert defs.get_schedule_def("nightly_demo").cron_schedule == "0 2 * * *"
-    assert defs.get_sensor_def("rebuild_warehouse_on_new_runs")
-    assert defs.get_sensor_def("sync_suite_partitions")
+    assert defs.get_sensor_def(AUTOMATION_SENSOR_NAME)
+    assert defs.get_sensor_def(SENSOR_NAME)
     leaderboard = graph.get(dg.AssetKey(["marts", "leaderboard"]))
     assert leaderboard.automation_condition is not None  # rebuilt when new runs are loaded
 

@@ -1,6 +1,6 @@
 """A new agent, run from the real Dagster UI without a restart (issue 15), through GraphQL.
 
-Starts ``.venv/bin/dagster dev`` (webserver and daemon) with a PATH that lacks the venv, a
+Starts ``dagster dev`` (webserver and daemon, ``tools.dagster_ui``) with a PATH that lacks the venv, a
 throwaway DAGSTER_HOME and copies of the agents and a one-setting suite in temporary folders.
 Then, as a person in the UI would:
 
@@ -22,13 +22,8 @@ The process group of `dagster dev` is always terminated.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,36 +32,21 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestration.schedules import AUTOMATION_SENSOR_NAME
+from orchestration.sensors import SENSOR_NAME
 from runner.config import REPO_ROOT
-from tools.dagster_ui import DagsterUI
-from tools.servers import free_port, stop
+from tools.dagster_ui import MODULE, DagsterUI, dagster_env, running_dagster
 
 # The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
 # repository's dbt_project/target, which a `tmlbench warehouse build` elsewhere may be rewriting.
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox, pytest.mark.usefixtures("dbt_manifest")]
 
-LOCATION = "orchestration.definitions"
-BIN = Path(sys.executable).parent
-MANIFEST = REPO_ROOT / "dbt_project" / "target" / "manifest.json"
 BANK = "bank-customer-churn-ict-u-ai"
 SUITE = "mini"
-STARTUP_TIMEOUT = 240.0
 TICK_TIMEOUT = 180.0  # a 30 s sensor interval on a busy 2-core machine
 RUN_TIMEOUT = 600.0
 RUN_FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 
-LOCATIONS = """
-query {
-  workspaceOrError {
-    ... on Workspace {
-      locationEntries {
-        name loadStatus
-        locationOrLoadError { __typename ... on PythonError { message } }
-      }
-    }
-  }
-}
-"""
 PARTITIONS = """
 query ($key: AssetKeyInput!) {
   assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionKeys } }
@@ -86,11 +66,6 @@ query ($selector: SensorSelector!) {
       }
     }
   }
-}
-"""
-STOP_SENSOR = """
-mutation ($id: String) {
-  stopSensor(id: $id) { __typename ... on PythonError { message } }
 }
 """
 BACKFILL = """
@@ -162,43 +137,27 @@ def entries(event: dict) -> dict[str, Any]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class UI:
-    base: str
+    """The real UI (``tools.dagster_ui``) and what this test watches in it: the suite's
+    partitions, the suite sensor's ticks, backfills."""
+
+    dagster: DagsterUI
     tmp: Path
-    log: Path
 
     def graphql(self, query: str, **variables: Any) -> dict:
-        request = urllib.request.Request(
-            f"{self.base}/graphql",
-            data=json.dumps({"query": query, "variables": variables}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            body = json.loads(response.read())
-        assert "errors" not in body, body["errors"]
-        return body["data"]
+        return self.dagster.graphql(query, variables)
 
     def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> Any:
+        """``probe()`` once it is truthy; fails after ``timeout`` (the server's log follows)."""
         deadline = time.monotonic() + timeout
         while True:
             value = probe()
             if value:
                 return value
             if time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-4000:]
-                pytest.fail(f"{what}: not within {timeout:.0f} s\n{tail}")
+                pytest.fail(f"{what}: not within {timeout:.0f} s")
             time.sleep(1)
-
-    def location_loaded(self) -> bool:
-        entries = self.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
-        (entry,) = entries
-        assert entry["name"] == LOCATION
-        if entry["loadStatus"] != "LOADED":
-            return False
-        location = entry["locationOrLoadError"]
-        assert location["__typename"] == "RepositoryLocation", location.get("message")
-        return True
 
     def partition_keys(self, name: str) -> list[str]:
         node = self.graphql(PARTITIONS, key={"path": [SUITE, name]})["assetNodeOrError"]
@@ -206,7 +165,7 @@ class UI:
 
     def sensor(self, name: str) -> dict:
         selector = {
-            "repositoryLocationName": LOCATION,
+            "repositoryLocationName": MODULE,
             "repositoryName": "__repository__",
             "sensorName": name,
         }
@@ -215,7 +174,7 @@ class UI:
         return sensor
 
     def ticks(self) -> list[dict]:
-        return self.sensor("sync_suite_partitions")["sensorState"]["ticks"]
+        return self.sensor(SENSOR_NAME)["sensorState"]["ticks"]
 
     def backfill(self, **params: Any) -> str:
         result = self.graphql(BACKFILL, params=params)["launchPartitionBackfill"]
@@ -272,65 +231,22 @@ def records(runs: Path) -> dict[str, str]:
 
 @pytest.fixture
 def ui(tmp_path: Path) -> Iterator[UI]:
-    assert MANIFEST.is_file(), "the definitions load dbt's manifest: make manifest"
-    agents, suites, home = tmp_path / "agents", tmp_path / "suites", tmp_path / "dagster_home"
+    agents, suites = tmp_path / "agents", tmp_path / "suites"
     shutil.copytree(REPO_ROOT / "agents", agents, ignore=shutil.ignore_patterns("__pycache__"))
     suites.mkdir()
     write_suite(suites, ["baseline-constant"])
-    home.mkdir()
-    shutil.copy(REPO_ROOT / "orchestration" / "dagster.yaml", home / "dagster.yaml")
-    env = {
-        # No activated virtualenv: dbt and every Dagster process come from beside the interpreter.
-        "PATH": "/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", str(tmp_path)),
-        "LANG": "C.UTF-8",
-        "DAGSTER_HOME": str(home),
-        "TMLBENCH_AGENTS_DIR": str(agents),
-        "TMLBENCH_SUITES_DIR": str(suites),
-        "TMLBENCH_DATA_DIR": str(tmp_path / "data"),
-        "TMLBENCH_RUNS_DIR": str(tmp_path / "runs"),
-        "TMLBENCH_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-        "PYTHONUNBUFFERED": "1",
-    }
-    port = free_port()
-    log = tmp_path / "dagster-dev.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(BIN / "dagster"), "dev", "-m", LOCATION, "-h", "127.0.0.1", "-p", str(port)],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: webserver, daemon, code servers
-        )
-    ui = UI(f"http://127.0.0.1:{port}", tmp_path, log)
-    try:
-
-        def serving() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"dagster dev exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
-                )
-            try:
-                return ui.location_loaded()
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                return False
-
-        ui.wait("the code location loaded", serving, STARTUP_TIMEOUT)
-        yield ui
-    finally:
-        # A throwaway home, nothing to keep: what has not exited soon after the SIGTERM is
-        # killed (a part of `dagster dev` that outlives it kept teardown at 30 s).
-        stop(proc, grace=1)
+    env = dagster_env(tmp_path, agents_dir=agents, suites_dir=suites)
+    # No activated virtualenv: dbt and every Dagster process come from beside the interpreter.
+    env["PATH"] = "/usr/bin:/bin"
+    env.pop("VIRTUAL_ENV", None)
+    with running_dagster(tmp_path, env) as dagster:
+        yield UI(dagster, tmp_path)
 
 
 def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> None:
     agents, suites, runs = ui.tmp / "agents", ui.tmp / "suites", ui.tmp / "runs"
     # Only the benchmark assets run in this test: no automatic warehouse load or dbt build.
-    automation = ui.sensor("rebuild_warehouse_on_new_runs")
-    assert ui.graphql(STOP_SENSOR, id=automation["id"])["stopSensor"]["__typename"] == (
-        "StopSensorMutationResult"
-    )
+    ui.dagster.stop_sensor(AUTOMATION_SENSOR_NAME)
 
     # 1. the sensor's first tick gives the suite its grid; backfill all of it
     old_key = f"baseline-constant@30s|{BANK}"
@@ -368,15 +284,14 @@ def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> N
     assert tick["status"] == "FAILURE", tick
     error = message(tick)
     assert str(broken) in error and "limits.cpus: Input should be greater than 0" in error
-    assert ui.location_loaded()  # the broken file fails a tick, never the code location
+    assert ui.dagster.locations_loaded()  # the broken file fails a tick, never the code location
     state = ui.backfill_done(first)  # the daemon has looked again meanwhile, or does so now
     assert state["status"] == "COMPLETED_SUCCESS", state
     assert {r["runId"] for r in state["runs"]} == {r["runId"] for r in backfilled}, state
 
     # 3. the Materialize button with exactly the new setting picked: one run
-    launcher = DagsterUI(ui.base, ui.tmp / "dagster_home", ui.log)
-    run = launcher.wait_for_run(
-        launcher.materialize_partition([SUITE, "agent_runs"], new_key), RUN_TIMEOUT
+    run = ui.dagster.wait_for_run(
+        ui.dagster.materialize_partition([SUITE, "agent_runs"], new_key), RUN_TIMEOUT
     )
     assert run["status"] == "SUCCESS", run
     assert {"key": "dagster/partition", "value": new_key} in run["tags"]
