@@ -59,6 +59,8 @@ def _own_cgroup() -> Path:
 
 
 class CpuPerTest:
+    """This process's cgroup, and the line it adds to the log for each test it runs."""
+
     def __init__(self, log: Path):
         self.log = log
         self.cgroup = CPUACCT / GROUP / f"{_worker()}-{os.getpid()}"
@@ -76,8 +78,8 @@ class CpuPerTest:
             ) from error
 
     def leave(self) -> None:
-        """Back to the parent cgroup; this one and the empty ones below it are removed (one
-        still holding a process that outlived its test is left, and says so by staying)."""
+        """Back to the cgroup it came from; this one and the empty ones below it are removed. One
+        that still holds a process (a server that outlived its test) stays, and shows which."""
         (self.came_from / "cgroup.procs").write_text(str(os.getpid()))
         for folder in sorted(self.cgroup.glob("**/"), key=lambda p: -len(p.parts)):
             with contextlib.suppress(OSError):

@@ -1,7 +1,8 @@
 """A new agent, run from the real Dagster UI without a restart (issue 15), through GraphQL.
 
-Starts ``dagster dev`` (webserver and daemon, ``tools.dagster_ui``) with a PATH that lacks the venv, a
-throwaway DAGSTER_HOME and copies of the agents and a one-setting suite in temporary folders.
+Starts ``dagster dev`` (webserver and daemon, ``tools.dagster_ui``) with a PATH that lacks the
+venv, a throwaway DAGSTER_HOME and copies of the agents and a one-setting suite in temporary
+folders.
 Then, as a person in the UI would:
 
 1. waits for the ``sync_suite_partitions`` sensor to give the suite its partitions, and

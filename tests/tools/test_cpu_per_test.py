@@ -4,6 +4,7 @@ started, a grandchild that outlived its parent too, and the worker's cgroup is g
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,13 +43,11 @@ def test_a_tests_cpu_holds_what_it_started_and_the_cgroup_goes_after(tmp_path: P
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
          "-p", "tools.cpu_per_test", "--cpu-log", str(log), str(tmp_path / "test_inner.py")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        env={**__import__("os").environ, "PID_FILE": str(pid_file)},
+        env={**os.environ, "PID_FILE": str(pid_file)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    cpu = {
-        json.loads(line)["test"].split("::")[1]: json.loads(line)["cpu"]
-        for line in log.read_text().splitlines()
-    }
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    cpu = {line["test"].split("::")[1]: line["cpu"] for line in lines}
     assert cpu["test_burns_in_an_orphaned_grandchild"] >= 0.95, cpu  # the grandchild's 1 s
     assert cpu["test_sleeps"] < 0.3, cpu
     assert "CPU of 2 tests" in result.stdout and "test_inner.py" in result.stdout, result.stdout
