@@ -40,8 +40,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _worker() -> str:
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+def _worker(config: pytest.Config) -> str:
+    """This process's xdist worker id, or "main" (the controller, or a run without workers).
+    Asked of xdist, not of $PYTEST_XDIST_WORKER: a pytest that a test starts inherits that."""
+    workerinput: dict[str, str] | None = getattr(config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else "main"
 
 
 def _usage(cgroup: Path) -> float:
@@ -61,9 +64,10 @@ def _own_cgroup() -> Path:
 class CpuPerTest:
     """This process's cgroup, and the line it adds to the log for each test it runs."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, worker: str):
         self.log = log
-        self.cgroup = CPUACCT / GROUP / f"{_worker()}-{os.getpid()}"
+        self.worker = worker
+        self.cgroup = CPUACCT / GROUP / f"{worker}-{os.getpid()}"
         self.came_from = CPUACCT
 
     def enter(self) -> None:
@@ -93,7 +97,7 @@ class CpuPerTest:
             "test": item.nodeid,
             "cpu": round(_usage(self.cgroup) - cpu, 2),
             "wall": round(time.monotonic() - wall, 2),
-            "worker": _worker(),
+            "worker": self.worker,
         }
         with self.log.open("a", encoding="utf-8") as out:  # one short append per test
             out.write(json.dumps(line) + "\n")
@@ -107,10 +111,11 @@ def pytest_configure(config: pytest.Config) -> None:
     log = Path(config.getoption("cpu_log"))
     if not log.is_absolute():
         log = config.rootpath / log
-    if _worker() == "main":  # the controller, or a run without workers: a fresh log
+    worker = _worker(config)
+    if worker == "main":  # the controller, or a run without workers: a fresh log
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
-    plugin = CpuPerTest(log)
+    plugin = CpuPerTest(log, worker)
     plugin.enter()
     config.pluginmanager.register(plugin, "cpu_per_test_timer")
     config.stash[_KEY] = plugin
@@ -124,7 +129,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     plugin = terminalreporter.config.stash.get(_KEY, None)
-    if plugin is None or _worker() != "main":
+    if plugin is None or plugin.worker != "main":
         return
     lines = [json.loads(line) for line in plugin.log.read_text(encoding="utf-8").splitlines()]
     if not lines:

@@ -43,7 +43,8 @@ def test_a_tests_cpu_holds_what_it_started_and_the_cgroup_goes_after(tmp_path: P
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
          "-p", "tools.cpu_per_test", "--cpu-log", str(log), str(tmp_path / "test_inner.py")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PID_FILE": str(pid_file)},
+        # as a worker of make test's starts it: $PYTEST_XDIST_WORKER set, and not its own
+        env={**os.environ, "PYTEST_XDIST_WORKER": "gw9", "PID_FILE": str(pid_file)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     lines = [json.loads(line) for line in log.read_text().splitlines()]
