@@ -1,9 +1,9 @@
 """The CPU each test used, counting every process it started: a pytest plugin, opt-in
 (``uv run pytest -n 4 --dist loadgroup -p tools.cpu_per_test``; as root, on cgroup v1).
 
-Each pytest process (each xdist worker) moves itself into a cpuacct cgroup of its own: what it
-starts is born there, and a sandboxed attempt's cgroups nest under it (``runner.sandbox.cgroups``
-makes them below its own), so ``cpuacct.usage`` read around a test counts its servers, dbt
+Each pytest process (each xdist worker) moves itself into a cpuacct cgroup of its own, below the
+one it started in: what it starts is born there, and a sandboxed attempt's cgroups nest under it
+(``runner.sandbox.cgroups`` makes them below its own, found as this plugin finds it), so ``cpuacct.usage`` read around a test counts its servers, dbt
 builds, agents and attempts, even a daemon reparented after its parent was killed. pytest's own
 ``--durations`` and ``os.times()`` miss those. Docker's containers are outside it: they run in
 dockerd's cgroups. A test's figure includes the session and module fixtures it was the first to
@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+from runner.sandbox import cgroups
+
 GROUP = "tmlbench-tests"  # beside the harness's own `tmlbench` cgroups, never inside them
 SHOWN = 15
 
@@ -52,13 +53,13 @@ def _usage(cgroup: Path) -> float:
     return int((cgroup / "cpuacct.usage").read_text()) / 1e9
 
 
-def _own_cgroup() -> Path:
-    """This process's cpuacct cgroup (its folder under the hierarchy's mount)."""
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpuacct" in controllers.split(","):
-            return CPUACCT / path.lstrip("/")
-    return CPUACCT
+def own_cgroup() -> Path:
+    """This process's cpuacct cgroup, where the sandbox makes its attempts' cgroups below it."""
+    parents = cgroups.parent_dirs()
+    if parents is None:
+        _, reason = cgroups.available()
+        raise pytest.UsageError(f"tools.cpu_per_test needs cgroup v1: {reason}")
+    return parents["cpuacct"].parent
 
 
 class CpuPerTest:
@@ -67,18 +68,17 @@ class CpuPerTest:
     def __init__(self, log: Path, worker: str):
         self.log = log
         self.worker = worker
-        self.cgroup = CPUACCT / GROUP / f"{worker}-{os.getpid()}"
-        self.came_from = CPUACCT
+        self.came_from = own_cgroup()
+        self.cgroup = self.came_from / GROUP / f"{worker}-{os.getpid()}"
 
     def enter(self) -> None:
         try:
-            self.came_from = _own_cgroup()
             self.cgroup.mkdir(parents=True, exist_ok=True)
             (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
         except OSError as error:
             raise pytest.UsageError(
-                f"tools.cpu_per_test needs a writable cgroup v1 cpuacct hierarchy at {CPUACCT}"
-                f" (run as root on cgroup v1; leave out -p tools.cpu_per_test otherwise): {error}"
+                f"tools.cpu_per_test cannot make its cgroup {self.cgroup} (run as root; leave out"
+                f" -p tools.cpu_per_test otherwise): {error}"
             ) from error
 
     def leave(self) -> None:
