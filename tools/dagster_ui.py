@@ -116,30 +116,61 @@ def graphql(base: str, query: str, variables: Mapping[str, object] | None = None
     return data
 
 
+SENSOR_STATE = """
+query($s: SensorSelector!) {
+  sensorOrError(sensorSelector: $s) {
+    __typename
+    ... on Sensor { id sensorState { status ticks(limit: 1) { status } } }
+  }
+}
+"""
+STOP_SENSOR = "mutation($id: String) { stopSensor(id: $id) { __typename } }"
+
+
 def stop_sensor(
     graphql: Callable[[str, dict[str, Any]], dict[str, Any]],
     location: str,
     name: str,
     busy: type[Exception],
+    patience: float = 120.0,
 ) -> None:
     """Stop sensor ``name`` of code location ``location`` as its toggle in the UI does, through
-    ``graphql`` (a webserver's GraphQL, raising ``busy`` when it answers 500)."""
+    ``graphql`` (a webserver's GraphQL, raising ``busy`` when it answers 500), and see it stay
+    stopped.
+
+    A stop can be lost: at the end of a tick the daemon writes the sensor's state back as it read
+    it when the tick began, so a stop that lands during a tick is undone. The Dagster UI shows
+    the toggle on again; a test that stopped the automation sensor saw it launch a warehouse run
+    (a dbt build, ~30 s of CPU) and then killed it. So the stop is asked again until two reads,
+    a second apart and with no tick in progress, find the sensor stopped."""
     selector = {"repositoryLocationName": location, "repositoryName": "__repository__"}
-    sensor = graphql(
-        "query($s: SensorSelector!) { sensorOrError(sensorSelector: $s)"
-        " { __typename ... on Sensor { id } } }",
-        {"s": {**selector, "sensorName": name}},
-    )["sensorOrError"]
-    if sensor["__typename"] != "Sensor":
-        raise RuntimeError(f"no sensor {name}: {sensor}")
+    deadline = time.monotonic() + patience
+    settled = 0
+    while settled < 2:
+        sensor = graphql(SENSOR_STATE, {"s": {**selector, "sensorName": name}})["sensorOrError"]
+        if sensor["__typename"] != "Sensor":
+            raise RuntimeError(f"no sensor {name}: {sensor}")
+        state = sensor["sensorState"]
+        ticking = any(tick["status"] == "STARTED" for tick in state["ticks"])
+        settled = settled + 1 if state["status"] == "STOPPED" and not ticking else 0
+        if state["status"] != "STOPPED":
+            _request_stop(graphql, sensor["id"], name, busy)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"sensor {name} did not stay stopped for {patience:.0f} s")
+        time.sleep(1)
+
+
+def _request_stop(
+    graphql: Callable[[str, dict[str, Any]], dict[str, Any]],
+    sensor_id: str,
+    name: str,
+    busy: type[Exception],
+) -> None:
     # The daemon may be writing the sensor's first state at that moment (it ticks every few
     # seconds): Dagster then answers 500 to the stop, which can simply be asked again.
     for attempt in range(5):
         try:
-            stopped = graphql(
-                "mutation($id: String) { stopSensor(id: $id) { __typename } }",
-                {"id": sensor["id"]},
-            )["stopSensor"]
+            stopped = graphql(STOP_SENSOR, {"id": sensor_id})["stopSensor"]
             break
         except busy:
             if attempt == 4:

@@ -53,6 +53,13 @@ query ($key: AssetKeyInput!) {
   assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionKeys } }
 }
 """
+AUTOMATION_RUNS = """
+query {
+  runsOrError(filter: {tags: [{key: "dagster/from_automation_condition", value: "true"}]}) {
+    ... on Runs { results { runId } }
+  }
+}
+"""
 SENSOR = """
 query ($selector: SensorSelector!) {
   sensorOrError(sensorSelector: $selector) {
@@ -315,3 +322,7 @@ def test_a_new_agent_is_backfilled_from_the_ui_within_a_sensor_tick(ui: UI) -> N
     (materialized,) = [e for e in events if e["__typename"] == "MaterializationEvent"]
     assert materialized["partition"] == new_key
     assert entries(materialized)["last_run"] == str(runs / SUITE / run_id)
+
+    # The automation sensor, stopped at the start, launched nothing. A stop that the daemon's tick
+    # undid once let it load the warehouse and build the marts here, unasked.
+    assert ui.graphql(AUTOMATION_RUNS)["runsOrError"]["results"] == []
