@@ -139,10 +139,11 @@ def stop_sensor(
     stopped.
 
     A stop can be lost: at the end of a tick the daemon writes the sensor's state back as it read
-    it when the tick began, so a stop that lands during a tick is undone. The Dagster UI shows
-    the toggle on again; a test that stopped the automation sensor saw it launch a warehouse run
-    (a dbt build, ~30 s of CPU) and then killed it. So the stop is asked again until two reads,
-    a second apart and with no tick in progress, find the sensor stopped."""
+    it when the tick began, so a stop that lands during a tick is undone and the sensor runs on
+    (its state in the instance back to "declared in code"): a test that had stopped the
+    automation sensor saw it launch a warehouse run (a dbt build, ~30 s of CPU) and killed it at
+    teardown. So the stop is asked again until two reads, a second apart and with no tick in
+    progress, find the sensor stopped."""
     selector = {"repositoryLocationName": location, "repositoryName": "__repository__"}
     deadline = time.monotonic() + patience
     settled = 0
