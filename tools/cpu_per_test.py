@@ -3,8 +3,9 @@
 
 Each pytest process (each xdist worker) moves itself into a cpuacct cgroup of its own, below the
 one it started in: what it starts is born there, and a sandboxed attempt's cgroups nest under it
-(``runner.sandbox.cgroups`` makes them below its own, found as this plugin finds it), so ``cpuacct.usage`` read around a test counts its servers, dbt
-builds, agents and attempts, even a daemon reparented after its parent was killed. pytest's own
+(``runner.sandbox.cgroups`` makes them below its own, found as this plugin finds it), so
+``cpuacct.usage`` read around a test counts its servers, dbt builds, agents and attempts, even a
+daemon reparented after its parent was killed. pytest's own
 ``--durations`` and ``os.times()`` miss those. Docker's containers are outside it: they run in
 dockerd's cgroups. A test's figure includes the session and module fixtures it was the first to
 need.

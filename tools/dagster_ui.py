@@ -146,16 +146,22 @@ def stop_sensor(
     progress, find the sensor stopped."""
     selector = {"repositoryLocationName": location, "repositoryName": "__repository__"}
     deadline = time.monotonic() + patience
-    settled = 0
-    while settled < 2:
+    settled = 0  # consecutive reads that found it stopped, with no tick in progress
+    while True:
         sensor = graphql(SENSOR_STATE, {"s": {**selector, "sensorName": name}})["sensorOrError"]
         if sensor["__typename"] != "Sensor":
             raise RuntimeError(f"no sensor {name}: {sensor}")
         state = sensor["sensorState"]
         ticking = any(tick["status"] == "STARTED" for tick in state["ticks"])
-        settled = settled + 1 if state["status"] == "STOPPED" and not ticking else 0
         if state["status"] != "STOPPED":
+            settled = 0
             _request_stop(graphql, sensor["id"], name, busy)
+        elif ticking:
+            settled = 0
+        else:
+            settled += 1
+            if settled == 2:
+                return
         if time.monotonic() > deadline:
             raise RuntimeError(f"sensor {name} did not stay stopped for {patience:.0f} s")
         time.sleep(1)
