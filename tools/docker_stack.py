@@ -430,6 +430,14 @@ class DockerStack(DagsterApi):
         found: dict[str, Any] = json.loads(docker("inspect", container).stdout)[0]
         return found
 
+    def postgres_sessions(self) -> int:
+        """How many connections the instance's database has accepted since the stack came up
+        (Postgres's own count, ``pg_stat_database.sessions``)."""
+        query = "select sessions from pg_stat_database where datname = current_database()"
+        psql = 'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U "$POSTGRES_USER"'
+        psql += f' -d "$POSTGRES_DB" -At -c "{query}"'  # the service's own settings
+        return int(docker("exec", SERVICES[0], "sh", "-c", psql).stdout.strip())
+
     def logs(self, containers: Iterable[str] = SERVICES[1:], tail: int = 40) -> str:
         out = []
         for name in containers:

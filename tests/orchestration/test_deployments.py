@@ -7,6 +7,7 @@ from it; the Docker files only reference files that exist. No Docker daemon, no 
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import pytest
 import yaml
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
+from dagster._core.instance.ref import InstanceRef
+from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
 from runner.config import REPO_ROOT
 
@@ -52,11 +55,49 @@ def launcher_config(config: dict[str, Any], launcher_cls: type) -> dict[str, Any
     return dict(result.value)
 
 
+def storage_classes(folder: Path) -> dict[str, type]:
+    """The class of each storage an instance of ``folder``'s dagster.yaml makes, as the instance
+    reference handed to every run worker names it."""
+    ref = InstanceRef.from_dir(str(folder))
+    named = {
+        "runs": ref.run_storage_data,
+        "event logs": ref.event_storage_data,
+        "schedules": ref.schedule_storage_data,
+    }
+    return {
+        what: getattr(importlib.import_module(data.module_name), data.class_name)
+        for what, data in named.items()
+        if data is not None
+    }
+
+
 @pytest.mark.parametrize("folder", [DOCKER, K8S], ids=["docker", "k8s"])
 def test_instance_config_is_valid(folder: Path) -> None:
     config = instance_config(folder)
-    assert "postgres" in config["storage"], "scale-out needs shared run storage"
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
+    # scale-out needs shared storage: every storage is dagster-postgres's (or one of it)
+    postgres = {
+        "runs": PostgresRunStorage,
+        "event logs": PostgresEventLogStorage,
+        "schedules": PostgresScheduleStorage,
+    }
+    classes = storage_classes(folder)
+    assert set(classes) == set(postgres)
+    for what, cls in classes.items():
+        assert issubclass(cls, postgres[what]), (what, cls)
+
+
+def test_the_docker_deployment_keeps_its_postgres_connections() -> None:
+    """Its storages are the pooled ones, named one by one: a unified ``storage: custom`` would
+    go through Dagster's legacy adapters, whose event log has no concurrency pools."""
+    from orchestration import postgres_storage
+
+    assert storage_classes(DOCKER) == {
+        "runs": postgres_storage.PooledPostgresRunStorage,
+        "event logs": postgres_storage.PooledPostgresEventLogStorage,
+        "schedules": postgres_storage.PooledPostgresScheduleStorage,
+    }
+    assert "storage" not in instance_config(DOCKER)
 
 
 @pytest.mark.parametrize("folder", [DOCKER, K8S], ids=["docker", "k8s"])

@@ -196,3 +196,8 @@ def test_a_suite_end_to_end_through_the_docker_run_launcher(stack: DockerStack) 
     assert Path(SNAPSHOT).stat().st_size > 0
     # the report bundle, written by the same run from the snapshot, next to it
     assert (Path(SNAPSHOT).parent / "reports" / "demo" / "report.html").is_file()
+
+    # 5. Dagster's processes kept their connections to Postgres (orchestration/postgres_storage.py):
+    # 260 sessions in all here, where dagster-postgres's connection per query opened ~3,000.
+    sessions = stack.postgres_sessions()
+    assert sessions < 1000, f"{sessions} connections to Postgres: one per query again?"
