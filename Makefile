@@ -127,6 +127,7 @@ manifest: install $(MANIFEST)
 # dbt re-parses the whole project when the warehouse path is not the one its parse cache was
 # made with (the path is a dbt var, and dbt hashes the vars by value): the manifest is made
 # again for the warehouse `make run`/`make ui` use, so their dbt builds parse only what changed.
+# A `tmlbench warehouse build` into dbt_project/target writes the stamp too (warehouse/dbt.py).
 WAREHOUSE_STAMP := dbt_project/target/.warehouse
 $(WAREHOUSE_STAMP): FORCE
 	@mkdir -p $(@D)

@@ -51,6 +51,22 @@ def dbt_vars(warehouse: Path, overrides: Mapping[str, Any] | None = None) -> dic
     return {WAREHOUSE_VAR: str(Path(warehouse).resolve()), **overrides}
 
 
+# A target folder's record of the warehouse its parse cache and manifest were made for (the
+# Makefile's WAREHOUSE_STAMP is dbt_project/target's): `make manifest` parses again when it names
+# another file than the one `make run` uses, so a `tmlbench warehouse build` of another warehouse
+# (a test's) leaves no manifest made for the wrong file behind it.
+WAREHOUSE_STAMP = ".warehouse"
+
+
+def stamp_target(target_dir: Path, warehouse: Path) -> None:
+    """Record in ``target_dir`` that dbt is about to parse there for ``warehouse``; the file is
+    left as it is (its time too, which make compares) when it already says so."""
+    stamp, text = target_dir / WAREHOUSE_STAMP, f"{Path(warehouse).resolve()}\n"
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != text:
+        target_dir.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(text, encoding="utf-8")
+
+
 def vars_args(warehouse: Path, overrides: Mapping[str, Any] | None = None) -> list[str]:
     """``--vars <json>`` for one invocation (what the Dagster asset adds to its dbt command)."""
     return ["--vars", json.dumps(dbt_vars(warehouse, overrides), sort_keys=True)]

@@ -17,7 +17,7 @@ from typing import Any
 
 from runner.errors import TmlbenchError
 from warehouse.db import apply_ddl, connect
-from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, vars_args
+from warehouse.dbt import DBT_PROJECT_DIR, run_dbt, stamp_target, vars_args
 
 __all__ = [
     "CROSS_MART_TESTS",
@@ -95,6 +95,7 @@ def build_marts(
     log_dir = (artifacts_dir / "logs") if artifacts_dir else DBT_PROJECT_DIR / "logs"
     run_results = target_dir / "run_results.json"
     run_results.unlink(missing_ok=True)  # a build that dies early must not report an old one
+    stamp_target(target_dir, warehouse_path)
     args = ["build", "--target-path", str(target_dir), "--log-path", str(log_dir)]
     args += ["--quiet", "--no-use-colors", *vars_args(warehouse_path, dbt_vars)]
     if select:

@@ -35,7 +35,7 @@ from tools.dbt_warehouse import (
     read_suite_mart,
 )
 from tools.records import make_record as run_record
-from warehouse.dbt import run_dbt
+from warehouse.dbt import WAREHOUSE_STAMP, run_dbt
 from warehouse.marts import MartsResult, build_marts
 
 # integration: real dbt builds of test warehouses
@@ -133,6 +133,8 @@ def test_fresh_warehouse_builds_empty_marts_in_schema_marts(fresh: tuple[Path, M
     path, result = fresh
 
     assert result.count("error") == result.count("fail") == 0
+    # its target says which warehouse its parse was made for (what `make manifest` checks)
+    assert (path.parent / "dbt" / "target" / WAREHOUSE_STAMP).read_text() == f"{path.resolve()}\n"
     assert sum(1 for n in result.nodes if n.unique_id.startswith("unit_test.")) >= 9
     # a build runs the cross-mart tests unless told not to (the other builds here skip them)
     cross_mart = {n.unique_id for n in result.nodes if ".composite_relationships_" in n.unique_id}

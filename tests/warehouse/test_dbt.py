@@ -1,4 +1,4 @@
-"""warehouse/dbt.py: the folders Dagster's dbt commands write their artifacts to."""
+"""warehouse/dbt.py: the folders dbt commands write their artifacts to, and what they were parsed for."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from warehouse.dbt import IN_USE_SECONDS, KEPT_STEPS, step_target
+from warehouse.dbt import IN_USE_SECONDS, KEPT_STEPS, WAREHOUSE_STAMP, stamp_target, step_target
 
 
 def test_step_targets_keep_the_newest_and_those_in_use(tmp_path: Path) -> None:
@@ -46,3 +46,18 @@ def test_step_targets_keep_the_newest_old_ones_when_few_are_in_use(tmp_path: Pat
     left = sorted(p.name for p in steps.iterdir())
     assert left == [f"old{i:02d}" for i in range(KEPT_STEPS - 1)]  # and the new one: KEPT_STEPS
     assert step_target("run", tmp_path / "none").parent == tmp_path / "none"
+
+
+def test_a_target_stamp_names_the_warehouse_and_is_left_alone_when_it_already_does(
+    tmp_path: Path,
+) -> None:
+    target, stamp = tmp_path / "target", tmp_path / "target" / WAREHOUSE_STAMP
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+
+    stamp_target(target, first)  # the folder is made
+    assert stamp.read_text() == f"{first.resolve()}\n"
+    os.utime(stamp, (1.0, 1.0))
+    stamp_target(target, first)
+    assert stamp.stat().st_mtime == 1.0  # make would see no change, and parse nothing again
+    stamp_target(target, second)
+    assert stamp.read_text() == f"{second.resolve()}\n" and stamp.stat().st_mtime > 1.0
