@@ -15,43 +15,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
-import subprocess
+import sys
 import time
 from pathlib import Path
 
-from machine import describe_machine  # benchmarks/machine.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-IMAGE = "tmlbench-postgres:15"
-CONTAINER = "tmlbench-bench-postgres"
+from machine import describe_machine
 
-
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
-
-
-def sessions(password: str) -> int:
-    query = "select sessions from pg_stat_database where datname = current_database()"
-    out = docker("exec", "-e", f"PGPASSWORD={password}", CONTAINER,
-                 "psql", "-h", "127.0.0.1", "-U", "dagster", "-d", "dagster", "-At", "-c", query)  # fmt: skip
-    return int(out.strip())
-
-
-def server_cpu(container_id: str) -> float:
-    usage = Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage")
-    return int(usage.read_text()) / 1e9
-
-
-def wait_ready(password: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            sessions(password)
-            return
-        except subprocess.CalledProcessError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+from tools.postgres_container import postgres_container
 
 
 def main() -> None:
@@ -63,42 +36,28 @@ def main() -> None:
     from orchestration.postgres_storage import PooledPostgresRunStorage
 
     print(describe_machine())
-    password = secrets.token_hex(12)
-    subprocess.run(["docker", "rm", "-f", CONTAINER], capture_output=True, check=False)
-    container_id = docker(
-        "run", "-d", "--name", CONTAINER, "-p", "127.0.0.1::5432",
-        "-e", "POSTGRES_USER=dagster", "-e", f"POSTGRES_PASSWORD={password}",
-        "-e", "POSTGRES_DB=dagster", IMAGE,
-    ).strip()  # fmt: skip
-    try:
-        wait_ready(password)
-        port = docker("port", CONTAINER, "5432/tcp").split(":")[-1].strip()
-        config = {
-            "postgres_db": {
-                "hostname": "127.0.0.1", "port": int(port), "username": "dagster",
-                "password": password, "db_name": "dagster", "scheme": "postgresql+psycopg2",
-            }
-        }  # fmt: skip
+    with postgres_container("tmlbench-bench-postgres") as server:
         storages = {
             "dagster-postgres": PostgresRunStorage,
             "tmlbench (kept)": PooledPostgresRunStorage,
         }
         for name, cls in storages.items():
-            storage = cls.from_config_value(None, config)
+            storage = cls.from_config_value(None, server.storage_config())
             storage.get_daemon_heartbeats()  # the kept connection opened, as in a running process
-            before = (server_cpu(container_id), time.process_time(), time.perf_counter())
-            opened = sessions(password)
+            cpu, mine, wall = server.cpu_seconds(), time.process_time(), time.perf_counter()
+            opened = server.sessions()
             for _ in range(args.queries):
                 storage.get_daemon_heartbeats()
-            opened = sessions(password) - opened - 1  # not the count's own psql
-            server = (server_cpu(container_id) - before[0]) / args.queries * 1000
-            client = (time.process_time() - before[1]) / args.queries * 1000
-            wall = (time.perf_counter() - before[2]) / args.queries * 1000
-            print(f"{name}: {server:.2f} ms CPU in Postgres, {client:.2f} ms here, {wall:.2f} ms "
-                  f"wall per query; {opened} connections for {args.queries} queries")  # fmt: skip
+            opened = server.sessions() - opened - 1  # not the first count's own connection
+            per_query = {
+                "in Postgres": server.cpu_seconds() - cpu,
+                "here": time.process_time() - mine,
+                "wall": time.perf_counter() - wall,
+            }
+            ms = {k: f"{v / args.queries * 1000:.2f} ms" for k, v in per_query.items()}
+            print(f"{name}: CPU per query {ms['in Postgres']} in Postgres, {ms['here']} here; "
+                  f"{ms['wall']} wall; {opened} connections for {args.queries} queries")  # fmt: skip
             storage.dispose()
-    finally:
-        subprocess.run(["docker", "rm", "-f", CONTAINER], capture_output=True, check=False)
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

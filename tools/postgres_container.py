@@ -1,0 +1,99 @@
+"""The Docker deployment's Postgres alone: its image (tmlbench-postgres:15, `make deploy-deps`) in a
+container of its own on a loopback port, for a Dagster storage to talk to.
+
+Used by tests/orchestration/test_postgres_storage.py and benchmarks/postgres_connections.py.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.servers import free_port
+
+IMAGE = "tmlbench-postgres:15"
+USER = DATABASE = "dagster"
+
+
+def _docker(*args: str) -> str:
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+
+
+@dataclass(frozen=True)
+class PostgresContainer:
+    name: str
+    container_id: str
+    password: str
+    port: int
+
+    def storage_config(self) -> dict[str, Any]:
+        """A dagster-postgres storage's config (``postgres_db``) pointing at this server."""
+        db = {
+            "hostname": "127.0.0.1",
+            "port": self.port,
+            "username": USER,
+            "password": self.password,
+        }
+        return {"postgres_db": {**db, "db_name": DATABASE, "scheme": "postgresql+psycopg2"}}
+
+    def sessions(self) -> int:
+        """The connections the database has accepted so far (``pg_stat_database.sessions``; a
+        call's own counts in the next one)."""
+        query = "select sessions from pg_stat_database where datname = current_database()"
+        out = _docker(
+            "exec", "-e", f"PGPASSWORD={self.password}", self.name,
+            "psql", "-h", "127.0.0.1", "-U", USER, "-d", DATABASE, "-At", "-c", query,
+        )  # fmt: skip
+        return int(out.strip())
+
+    def cpu_seconds(self) -> float:
+        """The CPU the server's processes have used (the container's cgroup, v1)."""
+        usage = Path(f"/sys/fs/cgroup/cpuacct/docker/{self.container_id}/cpuacct.usage")
+        return int(usage.read_text()) / 1e9
+
+    def restart(self) -> float:
+        """Restart the server (every connection it held is dropped) and wait until it answers;
+        the seconds Docker took to stop and start it (a stop the server ignores lasts Docker's
+        timeout, 10 s, then is a SIGKILL)."""
+        started = time.monotonic()
+        _docker("restart", self.name)
+        took = time.monotonic() - started
+        self._wait_ready()
+        return took
+
+    def _wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sessions()
+                return
+            except subprocess.CalledProcessError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+
+@contextmanager
+def postgres_container(name: str) -> Iterator[PostgresContainer]:
+    """A fresh server named ``name`` (one left by a killed run is replaced), removed afterwards."""
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    password, port = secrets.token_hex(12), free_port()  # a fixed one: a restart keeps it
+    container_id = _docker(
+        "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:5432",
+        "-e", f"POSTGRES_USER={USER}", "-e", f"POSTGRES_PASSWORD={password}",
+        "-e", f"POSTGRES_DB={DATABASE}", IMAGE,
+    ).strip()  # fmt: skip
+    try:
+        server = PostgresContainer(name, container_id, password, port)
+        server._wait_ready()
+        yield server
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
