@@ -66,10 +66,11 @@ class PostgresContainer:
         started = time.monotonic()
         _docker("restart", self.name)
         took = time.monotonic() - started
-        self._wait_ready()
+        self.wait_ready()
         return took
 
-    def _wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until the server answers a query (a start, a restart)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -93,7 +94,7 @@ def postgres_container(name: str) -> Iterator[PostgresContainer]:
     ).strip()  # fmt: skip
     try:
         server = PostgresContainer(name, container_id, password, port)
-        server._wait_ready()
+        server.wait_ready()
         yield server
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
