@@ -45,10 +45,7 @@ def main() -> None:
             storage = cls.from_config_value(None, server.storage_config())
             storage.get_daemon_heartbeats()  # the kept connection opened, as in a running process
             cpu, mine, wall = server.cpu_seconds(), time.process_time(), time.perf_counter()
-            opened = server.sessions()
-            for _ in range(args.queries):
-                storage.get_daemon_heartbeats()
-            opened = server.sessions() - opened - 1  # not the first count's own connection
+            opened = server.connections_opened_by(storage.get_daemon_heartbeats, args.queries)
             per_query = {
                 "in Postgres": server.cpu_seconds() - cpu,
                 "here": time.process_time() - mine,

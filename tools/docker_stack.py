@@ -32,6 +32,7 @@ from typing import Any
 from orchestration.partitions import settings_partition_key
 from runner.config import REPO_ROOT
 from tools.dagster_ui import stop_sensor
+from tools.postgres_container import sessions
 
 DOCKER_DIR = REPO_ROOT / "orchestration" / "deployments" / "docker"
 COMPOSE_FILE = DOCKER_DIR / "docker-compose.yaml"
@@ -433,10 +434,7 @@ class DockerStack(DagsterApi):
     def postgres_sessions(self) -> int:
         """How many connections the instance's database has accepted since the stack came up
         (Postgres's own count, ``pg_stat_database.sessions``)."""
-        query = "select sessions from pg_stat_database where datname = current_database()"
-        psql = 'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U "$POSTGRES_USER"'
-        psql += f' -d "$POSTGRES_DB" -At -c "{query}"'  # the service's own settings
-        return int(docker("exec", SERVICES[0], "sh", "-c", psql).stdout.strip())
+        return sessions(SERVICES[0])
 
     def logs(self, containers: Iterable[str] = SERVICES[1:], tail: int = 40) -> str:
         out = []

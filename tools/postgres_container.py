@@ -1,7 +1,8 @@
 """The Docker deployment's Postgres alone: its image (tmlbench-postgres:15, `make deploy-deps`) in a
 container of its own on a loopback port, for a Dagster storage to talk to.
 
-Used by tests/orchestration/test_postgres_storage.py and benchmarks/postgres_connections.py.
+Used by tests/orchestration/test_postgres_storage.py and benchmarks/postgres_connections.py;
+``sessions`` by tools/docker_stack.py too, for the compose stack's Postgres.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import secrets
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,16 @@ def _docker(*args: str) -> str:
     return subprocess.run(
         ["docker", *args], capture_output=True, text=True, check=True, timeout=120
     ).stdout
+
+
+def sessions(container: str) -> int:
+    """The connections the database of the tmlbench-postgres container ``container`` has accepted
+    since it started (Postgres's own count, ``pg_stat_database.sessions``), asked with psql in the
+    container as the role, password and database its environment gave it."""
+    query = "select sessions from pg_stat_database where datname = current_database()"
+    psql = 'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U "$POSTGRES_USER"'
+    psql += f' -d "$POSTGRES_DB" -At -c "{query}"'
+    return int(_docker("exec", container, "sh", "-c", psql).strip())
 
 
 @dataclass(frozen=True)
@@ -45,14 +56,16 @@ class PostgresContainer:
         return {"postgres_db": {**db, "db_name": DATABASE, "scheme": "postgresql+psycopg2"}}
 
     def sessions(self) -> int:
-        """The connections the database has accepted so far (``pg_stat_database.sessions``; a
-        call's own counts in the next one)."""
-        query = "select sessions from pg_stat_database where datname = current_database()"
-        out = _docker(
-            "exec", "-e", f"PGPASSWORD={self.password}", self.name,
-            "psql", "-h", "127.0.0.1", "-U", USER, "-d", DATABASE, "-At", "-c", query,
-        )  # fmt: skip
-        return int(out.strip())
+        """The connections the database has accepted so far (``sessions``)."""
+        return sessions(self.name)
+
+    def connections_opened_by(self, query: Callable[[], object], times: int = 1) -> int:
+        """How many connections Postgres accepted while ``query`` ran ``times`` times (not the
+        count's own)."""
+        before = self.sessions()
+        for _ in range(times):
+            query()
+        return self.sessions() - before - 1  # the first count's own psql ended before the second
 
     def cpu_seconds(self) -> float:
         """The CPU the server's processes have used (the container's cgroup, v1)."""

@@ -29,10 +29,7 @@ def server() -> Iterator[PostgresContainer]:
 
 def connections_for(server: PostgresContainer, query: Callable[[], object]) -> int:
     """How many connections Postgres accepted while ``query`` ran ``QUERIES`` times."""
-    before = server.sessions()
-    for _ in range(QUERIES):
-        query()
-    return server.sessions() - before - 1  # the first count's own connection
+    return server.connections_opened_by(query, QUERIES)
 
 
 def test_each_storage_keeps_one_connection_where_dagster_postgres_opens_one_per_query(
