@@ -153,12 +153,14 @@ R429, R429_BARE, E5XX = "429 with Retry-After", "429 without Retry-After", "5xx 
 #: Per family, its walks: the faults it recovers from (in order), the fault it ends on, and
 #: the budget. A CLI that gives up on a fault ends its walk there, so those faults come last
 #: or get a walk of their own. As measured: Codex gives up on a 429 without Retry-After; Kilo
-#: on an error event in the stream and on a close-delimited cut (it takes the cut reply for
-#: a whole one, without a tool call, and stops), and on a chunked cut only sometimes (CI,
-#: twice in one test, 2026-12-06: where the cut falls decides); aider on a close-delimited cut
-#: too, and it stops after its 3 reflections anyway. The others retry every fault, so their
-#: walks end retrying the last one until the budget ends. Kilo's walks end when it gives up
-#: (24–33 s, ~20 s of it start-up), so its budget is only a ceiling.
+#: on a 5xx mid-stream (no request after it: 2026-12-07, with it among the recovered faults of
+#: the first walk, which would have saved a Kilo start-up), on an error event in the stream and
+#: on a close-delimited cut (it takes the cut reply for a whole one, without a tool call, and
+#: stops), and on a chunked cut only sometimes (CI, twice in one test, 2026-12-06: where the
+#: cut falls decides); aider on a close-delimited cut too, and it stops after its 3
+#: reflections anyway. The others retry every fault, so their walks end retrying the last one
+#: until the budget ends. Kilo's walks end when it gives up (24–33 s, ~20 s of it start-up),
+#: so its budget is only a ceiling.
 WALKS: dict[str, list[tuple[list[str], str, int]]] = {
     "codex-cli": [([f for f in ALL if f != R429_BARE], R429_BARE, 30)],
     "claude-code": [(ALL, E5XX, 30)],
