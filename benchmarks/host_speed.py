@@ -4,12 +4,13 @@ time against.
     uv run python benchmarks/host_speed.py [--runs 5]
 
 The reference machine's speed varies by the hour: on its slow hours the same work takes ~27 %
-more CPU, and `make test` 1,150–1,300 s of pytest instead of ~900 s (tests/README.md, "Where
+more CPU, and `make test` 1,100–1,300 s of pytest instead of ~900 s (tests/README.md, "Where
 the time goes"). A suite's time says nothing about a change unless the hour is known; this says
 it in under a minute, where a full run of the suite takes twenty.
 
 Two fixed workloads, each in a fresh process, timed by the CPU the process used (user + system,
-from the parent's rusage of its children, so neither start-up nor a wait is missed):
+from the parent's rusage of its children: the interpreter's start-up counts, time spent waiting
+for the CPU does not):
 
 * ``definitions``: ``import orchestration.definitions``, what each Dagster process of the suite
   does first (Dagster, dagster-dbt and dbt, pandas, the definitions from the dbt manifest:
