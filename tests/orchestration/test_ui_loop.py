@@ -21,10 +21,9 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from orchestration.partitions import settings_partition_key
-from runner.command_line import cli
+from tests.support.tmlbench_cli import invoke
 from tools.dagster_ui import DagsterUI, dagster_env, running_dagster
 
 # The Dagster processes it starts read dbt_manifest's temp target ($TMLBENCH_DBT_TARGET), never the
@@ -60,8 +59,8 @@ def write_suites(folder: Path) -> None:
 
 def prepare_task(env: dict[str, str], suite: str, task: str) -> None:
     """`tmlbench tasks prepare --suite SUITE TASK` in this process, with the UI's folders."""
-    result = CliRunner().invoke(cli, ["tasks", "prepare", "--suite", suite, task], env=env)
-    assert result.exit_code == 0, f"{result.output}{result.exception!r}"
+    result = invoke(env, "tasks", "prepare", "--suite", suite, task)
+    assert result.exit_code == 0, result.output
 
 
 def last_run_ids(ui: DagsterUI, keys: list[list[str]]) -> dict[str, str]:

@@ -24,6 +24,7 @@ import numpy as np
 from runner.attempts.records import STATUSES, RunRecord, write_record
 from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_suite, load_task
+from tests.support.tmlbench_cli import invoke
 from tools.dbt_in_process import run_in_process
 from tools.records import make_record
 
@@ -118,18 +119,14 @@ def build_demo(root: Path) -> tuple[Paths, Path]:
 
 def terminal_leaderboard(paths: Paths, warehouse: Path) -> str:
     """What ``tmlbench leaderboard --suite demo`` prints for these records."""
-    from click.testing import CliRunner
-
-    from runner.command_line import cli
-
     env = {
         "TMLBENCH_RUNS_DIR": str(paths.runs_dir),
         "TMLBENCH_DATA_DIR": str(paths.data_dir),
         "TMLBENCH_WAREHOUSE": str(warehouse),
     }
-    result = CliRunner().invoke(cli, ["leaderboard", "--suite", SUITE], env=env)
+    result = invoke(env, "leaderboard", "--suite", SUITE)
     if result.exit_code:
-        raise AssertionError(f"tmlbench leaderboard failed: {result.exception!r}\n{result.output}")
+        raise AssertionError(f"tmlbench leaderboard failed:\n{result.output}")
     return result.output
 
 

@@ -1,10 +1,18 @@
-"""``tmlbench`` run for real: a fresh ``python -m runner.command_line`` process in the repository."""
+"""``tmlbench`` run for real: in a fresh ``python -m runner.command_line`` process, or in this one.
+
+``tmlbench`` is what a test runs when it asserts on the command as a person starts it (its exit
+status, its start-up, its imports); ``invoke`` when the command's work is only the way in, and
+a second interpreter's imports would buy nothing.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+from click.testing import CliRunner, Result
+
+from runner.command_line import cli
 from runner.config import REPO_ROOT
 
 
@@ -18,3 +26,11 @@ def tmlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
         check=False,
         cwd=REPO_ROOT,
     )
+
+
+def invoke(env: dict[str, str], *args: str) -> Result:
+    """``tmlbench ARGS`` in this process, with ``env`` added to the environment for the call.
+
+    An exit (a refusal, a failure the command reports) is the result's ``exit_code``; any other
+    exception propagates with its traceback, so a crash is never read as a plain exit 1."""
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from runner.command_line import cli
 from runner.config import REPO_ROOT
@@ -19,6 +18,7 @@ from runner.specs.registry import list_agents
 from tests.support import tml_bench as tb
 from tests.support.cli_imports import HEAVY, imported_by
 from tests.support.run_folders import write, write_raw
+from tests.support.tmlbench_cli import invoke
 from tools.dbt_warehouse import CLI_WITHOUT_UNIT_TESTS
 from tools.records import make_record as rec
 from warehouse.db import connect
@@ -48,10 +48,6 @@ def env(tmp_path: Path) -> dict[str, str]:
         "TMLBENCH_WAREHOUSE": str(tmp_path / "wh.duckdb"),
         **CLI_WITHOUT_UNIT_TESTS,  # `warehouse build`: every data test, dbt's unit tests aside
     }
-
-
-def invoke(env: dict[str, str], *args: str):
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True)
 
 
 def test_commands_are_registered_through_entry_points():
@@ -118,9 +114,9 @@ def test_sql_prints_a_table_and_csv(env):
 
 def test_sql_is_read_only_unless_write(env):
     invoke(env, "warehouse", "load")
-    result = invoke(env, "sql", "delete from raw.runs")
-    assert isinstance(result.exception, TmlbenchError)
-    assert "read-only" in str(result.exception) and "--write" in str(result.exception)
+    with pytest.raises(TmlbenchError, match="read-only") as refused:
+        invoke(env, "sql", "delete from raw.runs")
+    assert "--write" in str(refused.value)
     con = connect(Path(env["TMLBENCH_WAREHOUSE"]), read_only=True)
     assert con.execute("select count(*) from raw.runs").fetchone()[0] == 4
     con.close()
@@ -190,23 +186,21 @@ def test_warehouse_build_loads_and_builds_marts_the_example_queries_and_leaderbo
     loaded = imported_by("leaderboard", "--suite", "demo", warehouse=warehouse)
     assert not loaded & (HEAVY - {"duckdb"})
 
-    unknown = invoke(env, "leaderboard", "--suite", "nope")
-    assert isinstance(unknown.exception, TmlbenchError)
-    assert "unknown suite 'nope'" in str(unknown.exception) and "demo" in str(unknown.exception)
-    idle = invoke(env, "leaderboard", "--suite", "tml-v1")
-    assert "no attempt of suite 'tml-v1'" in str(idle.exception)
+    with pytest.raises(TmlbenchError, match="unknown suite 'nope'") as unknown:
+        invoke(env, "leaderboard", "--suite", "nope")
+    assert "demo" in str(unknown.value)
+    with pytest.raises(TmlbenchError, match="no attempt of suite 'tml-v1'"):
+        invoke(env, "leaderboard", "--suite", "tml-v1")
 
 
 def test_leaderboard_without_marts_says_how_to_build_them(env, tmp_path: Path):
-    missing = invoke(env, "leaderboard", "--warehouse", str(tmp_path / "none.duckdb"))
-    assert isinstance(missing.exception, TmlbenchError)
-    assert "no warehouse at" in str(missing.exception)
-    assert "tmlbench warehouse build" in str(missing.exception)
+    with pytest.raises(TmlbenchError, match="no warehouse at") as missing:
+        invoke(env, "leaderboard", "--warehouse", str(tmp_path / "none.duckdb"))
+    assert "tmlbench warehouse build" in str(missing.value)
     assert invoke(env, "warehouse", "load").exit_code == 0
-    unbuilt = invoke(env, "leaderboard")
-    assert isinstance(unbuilt.exception, TmlbenchError)
-    assert "no marts.leaderboard" in str(unbuilt.exception)
-    assert "tmlbench warehouse build" in str(unbuilt.exception)
+    with pytest.raises(TmlbenchError, match=r"no marts\.leaderboard") as unbuilt:
+        invoke(env, "leaderboard")
+    assert "tmlbench warehouse build" in str(unbuilt.value)
 
 
 def test_import_tml_bench_command(env, tmp_path: Path):

@@ -7,12 +7,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from runner.agents.check import STEP_NAMES, check_agent
-from runner.command_line import cli
 from runner.config import REPO_ROOT, Paths
 from runner.specs.registry import load_agent
+from tests.support.tmlbench_cli import invoke
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -77,10 +76,9 @@ def test_a_cli_that_never_calls_its_model_fails_with_what_to_do(tmp_path: Path):
     agents.mkdir()
     (agents / "silent-cli.yaml").write_text(SILENT_AGENT.format(root=root))
     env = {"TMLBENCH_AGENTS_DIR": str(agents), "TMLBENCH_RUNS_DIR": str(tmp_path / "runs")}
-    result = CliRunner().invoke(
-        cli, ["agents", "check", "silent-cli", "--budget", "30", "--keep", str(tmp_path / "w")],
-        env=env,
-    )  # fmt: skip
+    result = invoke(
+        env, "agents", "check", "silent-cli", "--budget", "30", "--keep", str(tmp_path / "w")
+    )
     assert result.exit_code == 1, result.output
     out = " ".join(result.output.split())
     assert "CLI installed: silent 1.0" in out

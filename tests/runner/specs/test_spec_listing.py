@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from runner.command_line import cli
 from runner.config import REPO_ROOT, Paths
 from runner.errors import SpecError
 from runner.specs import SuiteSpec
 from runner.specs.registry import list_agents, list_suites, list_tasks, load_agent, load_task
 from runner.suites.benchmark_settings import suite_settings
+from tests.support.tmlbench_cli import invoke
 
 BANK = "bank-customer-churn-ict-u-ai"
 S6E1 = "playground-series-s6e1"
@@ -115,7 +114,7 @@ def test_a_suite_listing_a_bad_or_missing_spec_refuses_to_run_and_others_run(spe
     assert [s.key for s in suite_settings(good, specs)] == [f"baseline-constant|{BANK}|30"]
 
 
-def invoke(paths: Paths, *args: str):
+def list_specs(paths: Paths, *args: str):
     env = {
         "TMLBENCH_TASKS_DIR": str(paths.tasks_dir),
         "TMLBENCH_AGENTS_DIR": str(paths.agents_dir),
@@ -124,13 +123,13 @@ def invoke(paths: Paths, *args: str):
         "TMLBENCH_RUNS_DIR": str(paths.runs_dir),
         "COLUMNS": "300",
     }
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    return invoke(env, *args)
 
 
 def test_agents_list_shows_the_good_ones_and_warns_per_bad_file_then_exits_1(specs: Paths):
-    assert invoke(specs, "agents", "list").exit_code == 0
+    assert list_specs(specs, "agents", "list").exit_code == 0
     broken = break_agent(specs)
-    result = invoke(specs, "agents", "list")
+    result = list_specs(specs, "agents", "list")
     assert result.exit_code == 1
     for agent_id in ("baseline-constant", "baseline-gbm", "baseline-linear"):  # (long ids wrap)
         assert agent_id in result.stdout
@@ -145,7 +144,7 @@ def test_agents_list_shows_the_good_ones_and_warns_per_bad_file_then_exits_1(spe
 
 def test_tasks_list_shows_the_good_ones_and_warns_per_bad_file_then_exits_1(specs: Paths):
     task_file = break_task(specs)
-    result = invoke(specs, "tasks", "list")
+    result = list_specs(specs, "tasks", "list")
     assert result.exit_code == 1
     assert BANK in result.stdout and S6E1 not in result.stdout
     assert f"skipped {task_file}: invalid TaskSpec: metric.direction" in result.stderr

@@ -39,10 +39,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from runner.command_line import cli
 from tests.support import paper_figures, paper_results, report_numbers
+from tests.support.tmlbench_cli import invoke
 from tools.dbt_warehouse import CLI_WITHOUT_UNIT_TESTS
 
 # integration: the original's database through tmlbench's real commands, whose `warehouse build`
@@ -87,7 +86,7 @@ def numbers(database: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         ["warehouse", "build"],
         ["report", "--suite", SUITE, "--out", str(report)],
     ):
-        result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
+        result = invoke(env, *args)
         assert result.exit_code == 0, result.output
     return report_numbers.from_report(report / "figures")
 
