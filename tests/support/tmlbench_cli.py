@@ -31,6 +31,8 @@ def tmlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 def invoke(env: dict[str, str], *args: str) -> Result:
     """``tmlbench ARGS`` in this process, with ``env`` added to the environment for the call.
 
-    An exit (a refusal, a failure the command reports) is the result's ``exit_code``; any other
-    exception propagates with its traceback, so a crash is never read as a plain exit 1."""
+    What the command exits with (a usage error, a failed check's status) is the result's
+    ``exit_code``. Any exception propagates: a refusal as its ``TmlbenchError`` (the command
+    line's ``main`` is what prints it and exits 1 for a person; ``pytest.raises`` asserts it
+    here), a crash with its traceback, never read as a plain exit 1."""
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
