@@ -346,8 +346,7 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
         assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
         assert tables >= 1, (tables, charts)  # the leaderboard; the rest behind expanders
         page.get_by_text("Chart: scores").click()  # its content runs once it is opened
-        page.locator(CHARTS).first.wait_for(timeout=RENDER_TIMEOUT_MS)
-        tables, charts = wait_until_drawn(page)
+        tables, charts = wait_until_drawn(page, charts=1)
         assert charts >= 1, (tables, charts)  # the bars
         screenshot_and_check(page, "home")
         # the duplicate-answer badge's glyph is one the browser's font draws (⧉ was an empty box)
