@@ -7,9 +7,11 @@ their events, and take everything down again: containers (the stack's and every 
 started), the network, the volumes, and the host folders under /srv/tmlbench.
 
 The host folders are fixed (/srv/tmlbench/{data,runs,warehouse}: run containers bind them at
-the same paths, see the deployments README), so a host can hold one stack at a time. The
-stack refuses to start where one already runs or where /srv/tmlbench holds anything it did
-not create itself.
+the same paths, see the deployments README), so a host can hold one stack at a time: a second
+test or benchmark waits for the first one's lock. Every container of a stack brought up here
+carries the label MADE_BY_TESTS, so a stack left by a killed test (it comes back with the
+engine) is removed by the next one, while a stack someone deploys on this host, or anything
+in /srv/tmlbench this module did not create, is never touched: the stack refuses to start.
 """
 
 from __future__ import annotations
@@ -50,8 +52,12 @@ WAREHOUSE = SRV / "warehouse" / "tmlbench.duckdb"
 SNAPSHOT = SRV / "warehouse" / "tmlbench.snapshot.duckdb"
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 # Held from up() to the end of down(): a second test or benchmark on this host (another clone,
-# another engineer) fails at once instead of taking over or tearing down this one's stack.
+# another engineer) waits for it instead of taking over or tearing down this one's stack.
 LOCK = Path("/run/tmlbench-docker-stack.lock")
+LOCK_PATIENCE = 1800.0  # seconds: the test holds the lock 3-12 min, the benchmark up to ~25
+# On every container of a stack this module brings up (a compose override). Found on a stack
+# while the lock is free, it marks a killed test's or benchmark's leftover, safe to remove.
+MADE_BY_TESTS = "tmlbench.made-by-tests"
 
 
 def docker(
@@ -79,16 +85,25 @@ def host_problem() -> str | None:
         return "no Docker engine: make docker-engine"
     if compose_command() is None:
         return "no docker-compose: make deploy-deps (Debian's docker-compose)"
-    running = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
-    if busy := sorted(set(running) & set(SERVICES)):
+    if foreign := sorted(name for name, ours in stack_containers().items() if not ours):
         return (
-            f"a tmlbench stack already exists on this host ({', '.join(busy)}); not touching it"
-            " (one a killed test left: DockerStack().down(leftover=True) in"
-            " tests/support/docker_stack.py)"
+            f"a tmlbench stack that no test brought up exists on this host ({', '.join(foreign)});"
+            " not touching it (if it is a leftover of a test from before its containers were"
+            " labelled, remove it: DockerStack().down(leftover=True) in tools/docker_stack.py)"
         )
     if SRV.exists() and any(SRV.iterdir()) and not MARKER.exists():
         return f"{SRV} holds data this test did not make; not touching it"
     return None
+
+
+def stack_containers() -> dict[str, bool]:
+    """The containers on this host named as the stack's services, each with whether a test or
+    benchmark brought it up (it carries ``MADE_BY_TESTS``)."""
+    listed = docker(
+        "ps", "-a", "--format", f'{{{{.Names}}}}\t{{{{.Label "{MADE_BY_TESTS}"}}}}'
+    ).stdout  # fmt: skip
+    named = (line.split("\t") for line in listed.splitlines())
+    return {name: label == "true" for name, label, *_ in named if name in SERVICES}
 
 
 def build_images(timeout: float = 3600) -> float:
@@ -322,23 +337,11 @@ class DockerStack(DagsterApi):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def up(self, timeout: float = 600) -> float:
-        """Make the host folders, start the stack, wait until the code location is loaded."""
+    def up(self, timeout: float = 600, lock_patience: float = LOCK_PATIENCE) -> float:
+        """Claim the host, start the stack, wait until the code location is loaded."""
         start = time.monotonic()
-        self._take_lock()
-        problem = host_problem()  # again, now that no one else can start a stack
-        if problem:
-            self._release_lock()
-            raise RuntimeError(f"not bringing the stack up: {problem}")
-        SRV.mkdir(parents=True, exist_ok=True)
-        MARKER.touch()
-        for name in FOLDERS:
-            (SRV / name).mkdir(exist_ok=True)
-        if self.instance_yaml is not None:
-            self._override = Path(tempfile.mkstemp(prefix="tmlbench-compose-", suffix=".yaml")[1])
-            mount = f"{self.instance_yaml}:/opt/dagster/home/dagster.yaml:ro"
-            services = {s: {"volumes": [mount]} for s in SERVICES[1:]}
-            self._override.write_text(json.dumps({"services": services}))
+        self.claim_host(lock_patience)
+        self._override = self._write_override()
         got = self.compose("up", "-d", "--no-build", timeout=timeout)
         if got.returncode != 0:
             raise RuntimeError(f"docker-compose up failed:\n{got.stdout}\n{got.stderr}")
@@ -352,15 +355,59 @@ class DockerStack(DagsterApi):
             time.sleep(2)
         raise TimeoutError(f"the code location did not load in {timeout:.0f} s:\n{self.logs()}")
 
-    def _take_lock(self) -> None:
+    def claim_host(self, lock_patience: float = LOCK_PATIENCE) -> None:
+        """Take the host's stack lock (waiting for another test's or benchmark's stack), refuse a
+        stack or data no test made, remove a stack a killed test left, make the host folders."""
+        self.lock_host(lock_patience)
+        problem = host_problem()  # again, now that no one else can start a stack
+        if problem:
+            self._release_lock()
+            raise RuntimeError(f"not bringing the stack up: {problem}")
+        if leftover := sorted(stack_containers()):
+            # Ours (host_problem found no foreign one) and no live test's (we hold the lock).
+            print(f"removing the stack a killed test or benchmark left: {', '.join(leftover)}")
+            self._remove_everything()
+        SRV.mkdir(parents=True, exist_ok=True)
+        MARKER.touch()
+        for name in FOLDERS:
+            (SRV / name).mkdir(exist_ok=True)
+
+    def _write_override(self) -> Path:
+        """A compose file over the deployment's: the label on every service, and the benchmark's
+        instance settings where given."""
+        services: dict[str, dict[str, Any]] = {
+            s: {"labels": {MADE_BY_TESTS: "true"}} for s in SERVICES
+        }
+        if self.instance_yaml is not None:
+            mount = f"{self.instance_yaml}:/opt/dagster/home/dagster.yaml:ro"
+            for name in SERVICES[1:]:
+                services[name]["volumes"] = [mount]
+        path = Path(tempfile.mkstemp(prefix="tmlbench-compose-", suffix=".yaml")[1])
+        path.write_text(json.dumps({"services": services}))
+        return path
+
+    def lock_host(self, patience: float = 0) -> None:
+        """Hold the host's stack lock (at once if held already), waiting up to ``patience``
+        seconds for another test or benchmark (another clone, another engineer) to let it go."""
+        if self._lock is not None:
+            return
         fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise RuntimeError(
-                f"another Docker deployment test or benchmark holds {LOCK} on this host"
-            ) from None
+        deadline, waited = time.monotonic() + patience, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if patience and not waited:
+                    print(f"waiting up to {patience:.0f} s for {LOCK}: another stack is up")
+                    waited = True
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise RuntimeError(
+                        f"another Docker deployment test or benchmark has held {LOCK} on this"
+                        f" host for the {patience:.0f} s waited"
+                    ) from None
+                time.sleep(2)
         self._lock = fd
 
     def _release_lock(self) -> None:
@@ -372,8 +419,8 @@ class DockerStack(DagsterApi):
         """Remove everything the stack made, whatever state it is in: only a stack this object
         brought up (it holds the lock), or with ``leftover`` one that a killed test or benchmark
         left behind (the lock is free then; the engine's restart policy brings it back up)."""
-        if leftover and self._lock is None:
-            self._take_lock()
+        if leftover:
+            self.lock_host()
         if self._lock is None:
             return
         try:
@@ -391,6 +438,10 @@ class DockerStack(DagsterApi):
         # Run containers hold the network and the volume: gone first, then the stack.
         self.compose("kill")
         self.compose("down", "-v", "--remove-orphans", "--timeout", "0")
+        # By name too: compose finds its containers by project labels, which a container a
+        # different compose or a hand made leaves out. Never one without the label.
+        for name in [name for name, ours in stack_containers().items() if ours]:
+            docker("rm", "-f", "-v", name, check=False)
         self.remove_run_containers()
         docker("network", "rm", NETWORK, check=False)
         for volume in VOLUMES:

@@ -28,16 +28,24 @@ import pytest
 
 from orchestration.assets.warehouse import RAW_KEYS
 from orchestration.schedules import AUTOMATION_SENSOR_NAME
+from runner.sandbox.docker_engine import IMAGE
 from tools.docker_stack import (
+    FOLDERS,
+    LOCK_PATIENCE,
+    MADE_BY_TESTS,
+    MARKER,
+    SERVICES,
     SNAPSHOT,
     SRV,
     WAREHOUSE,
     DockerStack,
     Run,
     build_images,
+    docker,
     host_problem,
     overlapping,
     setting_tags,
+    stack_containers,
     suite_asset,
     task_tags,
 )
@@ -46,7 +54,13 @@ from tools.docker_stack import (
 # they ran tests/agents and tests/dbt_project), and what it asserts about containers is about its
 # own (its runs and their attempts). It was exclusive while the code server's health probe
 # imported Dagster every 2 s: then it took 614 s beside them, and slowed them.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+# xdist_group: its two tests take this host's stack lock in turn on one worker, rather than the
+# first waiting on another worker for the second to take its stack down.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(3600),
+    pytest.mark.xdist_group("docker_deployment"),
+]
 
 TASK = "bank-customer-churn-ict-u-ai"
 AGENT = "baseline-constant"
@@ -128,7 +142,53 @@ def _records() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((SRV / "runs" / "demo").glob(pattern))]
 
 
+def test_a_stack_a_killed_test_left_is_removed_and_one_no_test_made_is_refused() -> None:
+    """A test killed with its stack up leaves it to come back with the engine (it once failed the
+    next run's test); the next test removes it. A stack someone deployed, never."""
+    problem = host_problem()
+    if problem:
+        pytest.fail(f"the Docker deployment test cannot run here: {problem}")
+    stack = DockerStack()
+    stack.lock_host(LOCK_PATIENCE)  # planted under the lock: no live stack owns these names
+    planted: list[str] = []
+
+    def plant(name: str, *labels: str) -> str:
+        # Created, never started: listed under the stack's name, as a stopped leftover is.
+        args = [f"--label={label}" for label in labels]
+        planted.append(docker("create", "--name", name, *args, IMAGE, "true").stdout.strip())
+        return planted[-1]
+
+    try:
+        stack.claim_host()  # a host with no stack to plant on (it removes a real leftover)
+        deployed = plant("tmlbench_webserver")  # no label: someone's deployment
+        assert "tmlbench_webserver" in (host_problem() or ""), host_problem()
+        with pytest.raises(RuntimeError, match=r"no test brought up.*tmlbench_webserver"):
+            stack.claim_host()
+        assert docker("inspect", deployed, check=False).returncode == 0, "left untouched"
+        stack.lock_host(LOCK_PATIENCE)  # the refusal let it go
+        docker("rm", deployed)
+
+        left = plant("tmlbench_daemon", f"{MADE_BY_TESTS}=true")
+        (SRV / "runs").mkdir(parents=True, exist_ok=True)
+        MARKER.touch()
+        stale = SRV / "runs" / "record-of-a-killed-run.json"
+        stale.write_text("{}")
+        assert host_problem() is None
+        assert stack_containers() == {"tmlbench_daemon": True}
+
+        stack.claim_host()
+        assert docker("inspect", left, check=False).returncode != 0, "the leftover is removed"
+        assert not stale.exists(), "and so are its host folders"
+        assert MARKER.exists() and all((SRV / name).is_dir() for name in FOLDERS)
+    finally:
+        for container in planted:
+            docker("rm", "-f", container, check=False)
+        stack.down()
+    assert not SRV.exists()
+
+
 def test_a_suite_end_to_end_through_the_docker_run_launcher(stack: DockerStack) -> None:
+    assert stack_containers() == dict.fromkeys(SERVICES, True), "every container labelled"
     # 1. prepare the task (one task partition).
     (prepare,) = _timed(
         stack, "prepare run", [stack.launch([suite_asset("prepared_tasks")], task_tags(TASK))]
