@@ -78,13 +78,20 @@ def compose_command() -> list[str] | None:
 
 
 def host_problem() -> str | None:
-    """Why the stack cannot be brought up here, or None."""
+    """What this machine lacks to bring the stack up (root, the engine, compose), or None."""
     if os.geteuid() != 0:
         return "the Docker deployment's test needs root (it owns /srv/tmlbench and the engine)"
     if shutil.which("docker") is None or docker("info", check=False).returncode != 0:
         return "no Docker engine: make docker-engine"
     if compose_command() is None:
         return "no docker-compose: make deploy-deps (Debian's docker-compose)"
+    return None
+
+
+def stack_problem() -> str | None:
+    """Why the stack's names or host folders are not free for a test's stack, or None. Asked
+    under the host's lock: without it, another test's stack going up or down, or the containers
+    this module's own test plants, could pass for someone's."""
     if foreign := sorted(name for name, ours in stack_containers().items() if not ours):
         return (
             f"a tmlbench stack that no test brought up exists on this host ({', '.join(foreign)});"
@@ -359,12 +366,12 @@ class DockerStack(DagsterApi):
         """Take the host's stack lock (waiting for another test's or benchmark's stack), refuse a
         stack or data no test made, remove a stack a killed test left, make the host folders."""
         self.lock_host(lock_patience)
-        problem = host_problem()  # again, now that no one else can start a stack
+        problem = host_problem() or stack_problem()
         if problem:
             self._release_lock()
             raise RuntimeError(f"not bringing the stack up: {problem}")
         if leftover := sorted(stack_containers()):
-            # Ours (host_problem found no foreign one) and no live test's (we hold the lock).
+            # Ours (stack_problem found no foreign one) and no live test's (we hold the lock).
             print(f"removing the stack a killed test or benchmark left: {', '.join(leftover)}")
             self._remove_everything()
         SRV.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,7 @@ from tools.docker_stack import (
     overlapping,
     setting_tags,
     stack_containers,
+    stack_problem,
     suite_asset,
     task_tags,
 )
@@ -161,7 +162,7 @@ def test_a_stack_a_killed_test_left_is_removed_and_one_no_test_made_is_refused()
     try:
         stack.claim_host()  # a host with no stack to plant on (it removes a real leftover)
         deployed = plant("tmlbench_webserver")  # no label: someone's deployment
-        assert "tmlbench_webserver" in (host_problem() or ""), host_problem()
+        assert "tmlbench_webserver" in (stack_problem() or ""), stack_problem()
         with pytest.raises(RuntimeError, match=r"no test brought up.*tmlbench_webserver"):
             stack.claim_host()
         assert docker("inspect", deployed, check=False).returncode == 0, "left untouched"
@@ -173,7 +174,7 @@ def test_a_stack_a_killed_test_left_is_removed_and_one_no_test_made_is_refused()
         MARKER.touch()
         stale = SRV / "runs" / "record-of-a-killed-run.json"
         stale.write_text("{}")
-        assert host_problem() is None
+        assert stack_problem() is None
         assert stack_containers() == {"tmlbench_daemon": True}
 
         stack.claim_host()
