@@ -7,6 +7,7 @@ Used by tests/orchestration/test_postgres_storage.py and benchmarks/postgres_con
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import time
@@ -16,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.sandbox.docker_engine import harness_labels, remove_orphans
 from tools.servers import free_port
 
 IMAGE = "tmlbench-postgres:15"
 USER = DATABASE = "dagster"
+OWNER_LABEL = "tmlbench.test_postgres"  # its value: the purpose the caller named
 
 
 def _docker(*args: str) -> str:
@@ -96,12 +99,20 @@ class PostgresContainer:
 
 
 @contextmanager
-def postgres_container(name: str) -> Iterator[PostgresContainer]:
-    """A fresh server named ``name`` (one left by a killed run is replaced), removed afterwards."""
-    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+def postgres_container(purpose: str) -> Iterator[PostgresContainer]:
+    """A fresh server of its own, removed afterwards.
+
+    Named ``<purpose>-<pid>-<random>`` and labelled with its process as the docker sandbox labels
+    an attempt's container: two at once (two xdist workers, two clones on one host) never share a
+    name, where a fixed one let the second remove the first's server under its tests; and a
+    server whose process was killed is removed by the next one.
+    """
+    remove_orphans("docker", label=OWNER_LABEL)
+    name = f"{purpose}-{os.getpid()}-{secrets.token_hex(4)}"
     password, port = secrets.token_hex(12), free_port()  # a fixed one: a restart keeps it
     container_id = _docker(
-        "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:5432",
+        "run", "-d", "--name", name, "--label", f"{OWNER_LABEL}={purpose}", *harness_labels(),
+        "-p", f"127.0.0.1:{port}:5432",
         "-e", f"POSTGRES_USER={USER}", "-e", f"POSTGRES_PASSWORD={password}",
         "-e", f"POSTGRES_DB={DATABASE}", IMAGE,
     ).strip()  # fmt: skip

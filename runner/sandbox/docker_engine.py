@@ -184,10 +184,11 @@ _orphans_lock = threading.Lock()
 _orphans_done = False
 
 
-def remove_orphans(docker: str) -> list[str]:
-    """Remove tmlbench containers whose harness process is gone; returns their names."""
+def remove_orphans(docker: str, label: str = LABEL) -> list[str]:
+    """Remove the containers labelled ``label`` (and :func:`harness_labels`) whose harness process
+    is gone; returns their names."""
     fmt = "\t".join(["{{.Names}}"] + [f'{{{{.Label "tmlbench.{key}"}}}}' for key in HARNESS_LABELS])
-    listed = docker_cli(docker, "ps", "-a", "--filter", f"label={LABEL}", "--format", fmt)
+    listed = docker_cli(docker, "ps", "-a", "--filter", f"label={label}", "--format", fmt)
     if listed.returncode != 0:
         raise HarnessError(f"cannot list containers: {listed.stderr.strip()}; {ENGINE_HINT}")
     removed = []

@@ -15,8 +15,9 @@ from orchestration.postgres_storage import (
 )
 from tools.postgres_container import PostgresContainer, postgres_container
 
-# integration: a Postgres server in Docker (the image `make deploy-deps` builds)
-pytestmark = pytest.mark.integration
+# integration: a Postgres server in Docker (the image `make deploy-deps` builds).
+# xdist_group: the module's server is started once, on one worker, not on each.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("postgres_storage")]
 
 QUERIES = 30
 
