@@ -445,8 +445,8 @@ class DockerStack(DagsterApi):
         # Run containers hold the network and the volume: gone first, then the stack.
         self.compose("kill")
         self.compose("down", "-v", "--remove-orphans", "--timeout", "0")
-        # By name too: compose finds its containers by project labels, which a container a
-        # different compose or a hand made leaves out. Never one without the label.
+        # By name too: compose finds its containers by their project labels, which a container
+        # made by hand or by another compose version may lack. Never one without our label.
         for name in [name for name, ours in stack_containers().items() if ours]:
             docker("rm", "-f", "-v", name, check=False)
         self.remove_run_containers()

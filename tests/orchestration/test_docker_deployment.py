@@ -170,8 +170,7 @@ def test_a_stack_a_killed_test_left_is_removed_and_one_no_test_made_is_refused()
         docker("rm", deployed)
 
         left = plant("tmlbench_daemon", f"{MADE_BY_TESTS}=true")
-        (SRV / "runs").mkdir(parents=True, exist_ok=True)
-        MARKER.touch()
+        # The host folders (and marker) the first claim made stand for the killed test's.
         stale = SRV / "runs" / "record-of-a-killed-run.json"
         stale.write_text("{}")
         assert stack_problem() is None
