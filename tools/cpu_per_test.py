@@ -10,9 +10,9 @@ daemon reparented after its parent was killed. pytest's own
 dockerd's cgroups. A test's figure includes the session and module fixtures it was the first to
 need.
 
-Every test adds a line to ``--cpu-log`` (JSON: test, cpu and wall seconds, worker); at the end
-the run prints where the CPU went by test file, and the costliest tests. tests/README.md, "Where
-the time goes", reads it.
+Every test adds a line to ``--cpu-log`` (JSON: test, cpu and wall seconds, worker, and when it
+ended, so the workers' lines make the run's timeline); at the end the run prints where the CPU
+went by test file, and the costliest tests. tests/README.md, "Where the time goes", reads it.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ class CpuPerTest:
             "cpu": round(_usage(self.cgroup) - cpu, 2),
             "wall": round(time.monotonic() - wall, 2),
             "worker": self.worker,
+            "ended": round(time.time(), 2),  # when, for the run's timeline across workers
         }
         with self.log.open("a", encoding="utf-8") as out:  # one short append per test
             out.write(json.dumps(line) + "\n")

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ def test_sleeps():
 def test_a_tests_cpu_holds_what_it_started_and_the_cgroup_goes_after(tmp_path: Path) -> None:
     (tmp_path / "test_inner.py").write_text(TESTS)
     log, pid_file = tmp_path / "cpu.jsonl", tmp_path / "pid"
+    started = time.time()
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
          "-p", "tools.cpu_per_test", "--cpu-log", str(log), str(tmp_path / "test_inner.py")],
@@ -51,6 +53,9 @@ def test_a_tests_cpu_holds_what_it_started_and_the_cgroup_goes_after(tmp_path: P
     cpu = {line["test"].split("::")[1]: line["cpu"] for line in lines}
     assert cpu["test_burns_in_an_orphaned_grandchild"] >= 0.95, cpu  # the grandchild's 1 s
     assert cpu["test_sleeps"] < 0.3, cpu
+    # when each ended (the run's timeline across workers): in the run, in the order they ran
+    ended = [line["ended"] for line in lines]
+    assert started < ended[0] - lines[0]["wall"] <= ended[0] <= ended[1] < time.time(), lines
     assert "CPU of 2 tests" in result.stdout and "test_inner.py" in result.stdout, result.stdout
     # the run started in this process's cgroup, and made its own below it
     made = own_cgroup() / GROUP / f"main-{pid_file.read_text()}"

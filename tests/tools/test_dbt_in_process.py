@@ -44,3 +44,6 @@ def test_a_parse_left_in_the_shared_folder_builds_in_a_process_that_never_parsed
     assert built.count("success") >= 2 and built.count("pass") > 0  # (it raises on a failure)
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.sql("select count(*) from main.int_runs_counted").fetchone() == (3,)
+    # its log file holds warnings and errors only, not dbt's debug lines (every query)
+    log = (tmp_path / "dbt" / "logs" / "dbt.log").read_text(encoding="utf-8")
+    assert "[debug]" not in log and "create or replace" not in log.lower(), log[:2000]
