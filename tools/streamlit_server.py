@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +20,7 @@ from runner.config import REPO_ROOT
 from tools.servers import free_port, stop
 
 if TYPE_CHECKING:  # Playwright is imported by the browser's users, not by starting a server
-    from playwright.sync_api import Page
+    from playwright.sync_api import Page, Request
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -103,3 +105,48 @@ def wait_until_idle(page: Page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
         }""",
         timeout=timeout_ms,
     )
+
+
+# What the frontend draws in place of an element whose code it could not fetch. It loads some
+# components' code on first use (the code highlighter, the download button, charts), and a
+# failed request leaves every such element an error alert until the page is loaded again: the
+# browser keeps the failed import for the page's life.
+MODULE_LOAD_ERROR = "Failed to fetch dynamically imported module"
+
+
+def open_page(
+    page: Page, url: str, ready: Callable[[Page], object], timeout_ms: int = RENDER_TIMEOUT_MS
+) -> None:
+    """Go to ``url``, run ``ready(page)`` (the caller's wait for what it will check), and wait
+    until no request is in flight. If a component's code failed to load, load the page once
+    more, with a warning that names the failed requests (the run's warnings summary shows it):
+    the request failed on the host, not in the app. A second failure raises
+    StreamlitServerError. Seen once, in CI, under a full `make test` (2026-12-07): every code
+    block of the run explorer drew this error instead of the agent's text."""
+    origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(url))
+    failed: list[str] = []
+
+    def record(request: Request) -> None:
+        if request.url.startswith(origin):  # not the icon font from the internet
+            failed.append(f"{request.url}: {request.failure}")
+
+    page.on("requestfailed", record)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        for again in (False, True):
+            if again:
+                warnings.warn(
+                    f"{url}: the page could not load some of its code, loaded it again; "
+                    f"failed requests: {failed}",
+                    stacklevel=2,
+                )
+                page.reload(wait_until="domcontentloaded")
+            ready(page)
+            page.wait_for_load_state("networkidle", timeout=timeout_ms)
+            if page.get_by_text(MODULE_LOAD_ERROR).count() == 0:
+                return
+        raise StreamlitServerError(
+            f"{url}: twice, the page could not load some of its code; failed requests: {failed}"
+        )
+    finally:
+        page.remove_listener("requestfailed", record)

@@ -18,6 +18,7 @@ Streamlit process group is always terminated.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import re
@@ -36,7 +37,10 @@ from tools.streamlit_server import (
     APP,
     CHROMIUM,
     CHROMIUM_ARGS,
+    MODULE_LOAD_ERROR,
     RENDER_TIMEOUT_MS,
+    StreamlitServerError,
+    open_page,
     streamlit_server,
     wait_until_idle,
 )
@@ -202,6 +206,28 @@ def require_chromium() -> None:
         )
 
 
+def agents_drawn(page) -> None:
+    """Wait until each agent's name is on the page (st.dataframe draws on a canvas; its hidden
+    accessibility table holds the text, rendered asynchronously), and the page is drawn."""
+    for agent in AGENTS:
+        page.get_by_text(agent, exact=True).first.wait_for(
+            state="attached", timeout=RENDER_TIMEOUT_MS
+        )
+    wait_until_drawn(page)
+
+
+def page_drawn(page, charts: int) -> None:
+    """Wait until a page shows a table or an exception, then until it is drawn with ``charts``."""
+    page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+    wait_until_drawn(page, charts=charts)
+
+
+def run_explorer_drawn(page) -> None:
+    """Wait until the run explorer shows the hostile run's validation message, and is drawn."""
+    page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+    wait_until_drawn(page)
+
+
 def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS, charts: int = 0) -> tuple[int, int]:
     """Wait until the script run has finished and every table and chart on the page is drawn
     (a data grid's canvas, a Vega-Lite chart's canvas or svg.marks; not those in a closed
@@ -209,10 +235,13 @@ def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS, charts: int = 0)
 
     The charts' number is waited for, not read once: Streamlit mounts a chart's element only once
     its code-split Vega component has loaded, so on a loaded host a finished run can show its
-    tables before its charts exist. A page that never draws them is left to the caller's count."""
+    tables before its charts exist. A page that never draws them is left to the caller's count.
+    A component whose code failed to load is never drawn: the wait ends there too, for
+    ``open_page`` to load the page again."""
     wait_until_idle(page, timeout_ms)
     page.wait_for_function(
         f"""() => {{
+            if (document.body.innerText.includes('{MODULE_LOAD_ERROR}')) return true;
             // a table inside a closed expander is not drawn until it is opened
             const drawn = (selector, inner) => [...document.querySelectorAll(selector)]
                 .filter(el => !el.closest('details:not([open])'))
@@ -226,7 +255,8 @@ def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS, charts: int = 0)
 
         with contextlib.suppress(PlaywrightTimeout):
             page.wait_for_function(
-                f"""() => [...document.querySelectorAll('{CHARTS}')]
+                f"""() => document.body.innerText.includes('{MODULE_LOAD_ERROR}')
+                    || [...document.querySelectorAll('{CHARTS}')]
                     .filter(el => el.querySelector('canvas, svg.marks')).length >= {charts}""",
                 timeout=timeout_ms,
             )
@@ -336,12 +366,7 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1600, "height": 1200})
     try:
-        page.goto(app_url, wait_until="domcontentloaded")
-        for agent in AGENTS:  # rendered asynchronously: wait for each name to appear
-            # st.dataframe draws on a canvas; its hidden accessibility table holds the text
-            page.get_by_text(agent, exact=True).first.wait_for(
-                state="attached", timeout=RENDER_TIMEOUT_MS
-            )
+        open_page(page, app_url, ready=agents_drawn)
         tables, charts = wait_until_drawn(page)
         assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
         assert tables >= 1, (tables, charts)  # the leaderboard; the rest behind expanders
@@ -371,9 +396,9 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
         for url in urls:
             absolute = url if url.startswith("http") else f"{app_url}/{url.lstrip('/')}"
             slug = page_slug(absolute, app_url)
-            page.goto(absolute, wait_until="domcontentloaded")
-            page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
-            drawn = wait_until_drawn(page, charts=PAGE_CHARTS.get(slug, 0))
+            wanted = PAGE_CHARTS.get(slug, 0)
+            open_page(page, absolute, ready=functools.partial(page_drawn, charts=wanted))
+            drawn = wait_until_drawn(page, charts=wanted)
             errors = page.locator(EXCEPTION)
             if errors.count():  # what went wrong, for the artifacts
                 page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
@@ -398,9 +423,7 @@ def test_run_explorer_shows_agent_text_as_text(browser, app_url: str) -> None:
     fetched: list[str] = []
     page.on("request", lambda request: fetched.append(request.url))
     try:
-        page.goto(f"{app_url}/run_explorer", wait_until="domcontentloaded")
-        page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
-        wait_until_drawn(page)
+        open_page(page, f"{app_url}/run_explorer", ready=run_explorer_drawn)
         page.get_by_role("tab", name="Transcript").click()
         page.get_by_text("System prompt and task").click()
         wait_until_idle(page)
@@ -411,6 +434,7 @@ def test_run_explorer_shows_agent_text_as_text(browser, app_url: str) -> None:
         assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "run_explorer_agent_text.png"), full_page=True)
+        assert page.get_by_text(MODULE_LOAD_ERROR).count() == 0  # every code block drawn
 
         main = page.locator('[data-testid="stMain"]')
         assert main.locator(f'img[src="{PIXEL}"], img[src="x"], img[onerror]').count() == 0
@@ -440,6 +464,43 @@ def test_run_explorer_shows_agent_text_as_text(browser, app_url: str) -> None:
         page.close()
 
 
+# Here, not in tests/tools/: it needs this module's server, snapshot and browser.
+@pytest.mark.parametrize("refusals", [1, 2])
+def test_a_page_whose_code_could_not_be_fetched_is_loaded_once_more(
+    browser, app_url: str, refusals: int
+) -> None:
+    """tools.streamlit_server.open_page: the run explorer's code highlighter, refused once by a
+    reset connection, leaves a warning naming the request and a page drawn whole; refused on the
+    reload too, an error naming it."""
+    page = browser.new_page(viewport={"width": 1600, "height": 4000})
+    refused: list[str] = []
+
+    def refuse_first(route) -> None:
+        if len(refused) < refusals:
+            refused.append(route.request.url)
+            route.abort("connectionreset")
+        else:
+            route.continue_()
+
+    page.route("**/static/js/StreamlitSyntaxHighlighter*.js", refuse_first)
+    try:
+        with pytest.warns(UserWarning, match="could not load some of its code") as warned:
+            if refusals == 1:
+                open_page(page, f"{app_url}/run_explorer", ready=run_explorer_drawn)
+            else:
+                with pytest.raises(StreamlitServerError, match="twice") as error:
+                    open_page(page, f"{app_url}/run_explorer", ready=run_explorer_drawn)
+                assert "StreamlitSyntaxHighlighter" in str(error.value), error.value
+        assert len(refused) == refusals and len(warned) == 1
+        assert "StreamlitSyntaxHighlighter" in str(warned[0].message), warned[0].message
+        assert "ERR_CONNECTION_RESET" in str(warned[0].message), warned[0].message
+        if refusals == 1:
+            assert page.get_by_text(MODULE_LOAD_ERROR).count() == 0
+            assert page.locator('[data-testid="stMain"] [data-testid="stCode"]').count() > 0
+    finally:
+        page.close()
+
+
 def test_an_open_page_offers_and_then_shows_a_newly_published_snapshot(
     browser, snapshot: Path, app_snapshot: Path, tmp_path: Path
 ) -> None:
@@ -452,11 +513,7 @@ def test_an_open_page_offers_and_then_shows_a_newly_published_snapshot(
     with streamlit_server(APP, live, tmp_path / "streamlit.log") as base:
         page = browser.new_page(viewport={"width": 1600, "height": 1200})
         try:
-            page.goto(base, wait_until="domcontentloaded")
-            page.get_by_text("baseline-gbm", exact=True).first.wait_for(
-                state="attached", timeout=RENDER_TIMEOUT_MS
-            )
-            wait_until_drawn(page)
+            open_page(page, base, ready=agents_drawn)
             notice = page.get_by_text("A newer snapshot was published")
             assert notice.count() == 0
             assert page.get_by_text("alpha", exact=True).count() == 0
