@@ -118,11 +118,11 @@ def open_page(
     page: Page, url: str, ready: Callable[[Page], object], timeout_ms: int = RENDER_TIMEOUT_MS
 ) -> None:
     """Go to ``url``, run ``ready(page)`` (the caller's wait for what it will check), and wait
-    until no request is in flight. If a component's code failed to load, load the page once
-    more, with a warning that names the failed requests (the run's warnings summary shows it):
-    the request failed on the host, not in the app. A second failure raises
-    StreamlitServerError. Seen once, in CI, under a full `make test` (2026-12-07): every code
-    block of the run explorer drew this error instead of the agent's text."""
+    until no request is in flight. If the browser could not fetch a component's code, load the
+    page once more, with a warning that names the failed requests and their network error (the
+    run's warnings summary shows it); a second failure raises StreamlitServerError. Seen once,
+    in CI under a full `make test` (2026-12-07): every code block of the run explorer drew this
+    error instead of the agent's text, while the server was up; its cause was not found."""
     origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(url))
     failed: list[str] = []
 
