@@ -14,13 +14,15 @@ import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from runner.config import REPO_ROOT
 from tools.servers import free_port, stop
 
 if TYPE_CHECKING:  # Playwright is imported by the browser's users, not by starting a server
     from playwright.sync_api import Page, Request
+
+T = TypeVar("T")
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -115,10 +117,10 @@ MODULE_LOAD_ERROR = "Failed to fetch dynamically imported module"
 
 
 def open_page(
-    page: Page, url: str, ready: Callable[[Page], object], timeout_ms: int = RENDER_TIMEOUT_MS
-) -> None:
-    """Go to ``url``, run ``ready(page)`` (the caller's wait for what it will check), and wait
-    until no request is in flight. If the browser could not fetch a component's code, load the
+    page: Page, url: str, ready: Callable[[Page], T], timeout_ms: int = RENDER_TIMEOUT_MS
+) -> T:
+    """Go to ``url``, run ``ready(page)`` (the caller's wait for what it will check), wait until
+    no request is in flight, and return what ``ready`` returned. If the browser could not fetch a component's code, load the
     page once more, with a warning that names the failed requests and their network error (the
     run's warnings summary shows it); a second failure raises StreamlitServerError. Seen once,
     in CI under a full `make test` (2026-12-07): every code block of the run explorer drew this
@@ -141,10 +143,10 @@ def open_page(
                     stacklevel=2,
                 )
                 page.reload(wait_until="domcontentloaded")
-            ready(page)
+            drawn = ready(page)
             page.wait_for_load_state("networkidle", timeout=timeout_ms)
             if page.get_by_text(MODULE_LOAD_ERROR).count() == 0:
-                return
+                return drawn
         raise StreamlitServerError(
             f"{url}: twice, the page could not load some of its code; failed requests: {failed}"
         )

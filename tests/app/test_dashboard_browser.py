@@ -206,26 +206,28 @@ def require_chromium() -> None:
         )
 
 
-def agents_drawn(page) -> None:
+def agents_drawn(page) -> tuple[int, int]:
     """Wait until each agent's name is on the page (st.dataframe draws on a canvas; its hidden
-    accessibility table holds the text, rendered asynchronously), and the page is drawn."""
+    accessibility table holds the text, rendered asynchronously), and the page is drawn; the
+    (tables, charts) drawn."""
     for agent in AGENTS:
         page.get_by_text(agent, exact=True).first.wait_for(
             state="attached", timeout=RENDER_TIMEOUT_MS
         )
-    wait_until_drawn(page)
+    return wait_until_drawn(page)
 
 
-def page_drawn(page, charts: int) -> None:
-    """Wait until a page shows a table or an exception, then until it is drawn with ``charts``."""
+def page_drawn(page, charts: int) -> tuple[int, int]:
+    """Wait until a page shows a table or an exception, then until it is drawn with ``charts``;
+    the (tables, charts) drawn."""
     page.locator(f"{TABLES}, {EXCEPTION}").first.wait_for(timeout=RENDER_TIMEOUT_MS)
-    wait_until_drawn(page, charts=charts)
+    return wait_until_drawn(page, charts=charts)
 
 
-def run_explorer_drawn(page) -> None:
+def run_explorer_drawn(page) -> tuple[int, int]:
     """Wait until the run explorer shows the hostile run's validation message, and is drawn."""
     page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
-    wait_until_drawn(page)
+    return wait_until_drawn(page)
 
 
 def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS, charts: int = 0) -> tuple[int, int]:
@@ -366,8 +368,7 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1600, "height": 1200})
     try:
-        open_page(page, app_url, ready=agents_drawn)
-        tables, charts = wait_until_drawn(page)
+        tables, charts = open_page(page, app_url, ready=agents_drawn)
         assert page.locator(EXCEPTION).count() == 0, page.locator(EXCEPTION).first.inner_text()
         assert tables >= 1, (tables, charts)  # the leaderboard; the rest behind expanders
         page.get_by_text("Chart: scores").click()  # its content runs once it is opened
@@ -397,8 +398,7 @@ def test_leaderboard_and_every_page_render(browser, app_url: str) -> None:
             absolute = url if url.startswith("http") else f"{app_url}/{url.lstrip('/')}"
             slug = page_slug(absolute, app_url)
             wanted = PAGE_CHARTS.get(slug, 0)
-            open_page(page, absolute, ready=functools.partial(page_drawn, charts=wanted))
-            drawn = wait_until_drawn(page, charts=wanted)
+            drawn = open_page(page, absolute, ready=functools.partial(page_drawn, charts=wanted))
             errors = page.locator(EXCEPTION)
             if errors.count():  # what went wrong, for the artifacts
                 page.screenshot(path=str(ARTIFACTS / f"{slug}.png"), full_page=True)
