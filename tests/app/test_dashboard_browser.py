@@ -225,8 +225,15 @@ def page_drawn(page, charts: int) -> tuple[int, int]:
 
 
 def run_explorer_drawn(page) -> tuple[int, int]:
-    """Wait until the run explorer shows the hostile run's validation message, and is drawn."""
+    """Wait until the run explorer shows the hostile run's validation message with its code
+    block, and is drawn. The block's code (the highlighter) is fetched on first use, so a
+    loaded host can show the message well before the block, or the error that replaces it."""
     page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_function(
+        f"""() => document.querySelector('[data-testid="stMain"] [data-testid="stCode"]')
+            || document.body.innerText.includes('{MODULE_LOAD_ERROR}')""",
+        timeout=RENDER_TIMEOUT_MS,
+    )
     return wait_until_drawn(page)
 
 
