@@ -114,17 +114,20 @@ def wait_until_idle(page: Page, timeout_ms: int = RENDER_TIMEOUT_MS) -> None:
 # failed request leaves every such element an error alert until the page is loaded again: the
 # browser keeps the failed import for the page's life.
 MODULE_LOAD_ERROR = "Failed to fetch dynamically imported module"
+# The same, as a JavaScript expression: the browser waits stop at it (the element never draws).
+MODULE_LOAD_FAILED_JS = f"document.body.innerText.includes('{MODULE_LOAD_ERROR}')"
 
 
 def open_page(
     page: Page, url: str, ready: Callable[[Page], T], timeout_ms: int = RENDER_TIMEOUT_MS
 ) -> T:
     """Go to ``url``, run ``ready(page)`` (the caller's wait for what it will check), wait until
-    no request is in flight, and return what ``ready`` returned. If the browser could not fetch a component's code, load the
-    page once more, with a warning that names the failed requests and their network error (the
-    run's warnings summary shows it); a second failure raises StreamlitServerError. Seen once,
-    in CI under a full `make test` (2026-12-07): every code block of the run explorer drew this
-    error instead of the agent's text, while the server was up; its cause was not found."""
+    no request is in flight, and return what ``ready`` returned. If the browser could not fetch
+    a component's code, load the page once more, with a warning that names the failed requests
+    and their network error (the run's warnings summary shows it); a second failure raises
+    StreamlitServerError. Seen once, in CI under a full `make test` (2026-12-07): every code
+    block of the run explorer drew this error instead of the agent's text, while the server was
+    up; its cause was not found."""
     origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(url))
     failed: list[str] = []
 

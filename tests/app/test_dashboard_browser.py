@@ -38,6 +38,7 @@ from tools.streamlit_server import (
     CHROMIUM,
     CHROMIUM_ARGS,
     MODULE_LOAD_ERROR,
+    MODULE_LOAD_FAILED_JS,
     RENDER_TIMEOUT_MS,
     StreamlitServerError,
     open_page,
@@ -231,7 +232,7 @@ def run_explorer_drawn(page) -> tuple[int, int]:
     page.get_by_text("Validation failed").first.wait_for(timeout=RENDER_TIMEOUT_MS)
     page.wait_for_function(
         f"""() => document.querySelector('[data-testid="stMain"] [data-testid="stCode"]')
-            || document.body.innerText.includes('{MODULE_LOAD_ERROR}')""",
+            || {MODULE_LOAD_FAILED_JS}""",
         timeout=RENDER_TIMEOUT_MS,
     )
     return wait_until_drawn(page)
@@ -250,7 +251,7 @@ def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS, charts: int = 0)
     wait_until_idle(page, timeout_ms)
     page.wait_for_function(
         f"""() => {{
-            if (document.body.innerText.includes('{MODULE_LOAD_ERROR}')) return true;
+            if ({MODULE_LOAD_FAILED_JS}) return true;
             // a table inside a closed expander is not drawn until it is opened
             const drawn = (selector, inner) => [...document.querySelectorAll(selector)]
                 .filter(el => !el.closest('details:not([open])'))
@@ -264,7 +265,7 @@ def wait_until_drawn(page, timeout_ms: int = RENDER_TIMEOUT_MS, charts: int = 0)
 
         with contextlib.suppress(PlaywrightTimeout):
             page.wait_for_function(
-                f"""() => document.body.innerText.includes('{MODULE_LOAD_ERROR}')
+                f"""() => {MODULE_LOAD_FAILED_JS}
                     || [...document.querySelectorAll('{CHARTS}')]
                     .filter(el => el.querySelector('canvas, svg.marks')).length >= {charts}""",
                 timeout=timeout_ms,
